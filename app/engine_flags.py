@@ -1,0 +1,30 @@
+"""The engine flags shared by every command (`strata`, `serve`, `generate`, `bench`, `batch-test`, `engine`)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from engine.messages import EngineConfig
+
+
+def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "default") -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--model", default=model_default, help="GGUF path, or 'default' (bundled SmolLM2-135M)")
+    g.add_argument("--devices", default="cpu", help="cpu | cpu,cpu | cuda:0,cuda:1 (one per stage)")
+    g.add_argument("--layer-split", default="auto", help="K1,K2,...: first layer of each next stage, or auto")
+    g.add_argument("--parallel", type=int, default=1, help="request slots")
+    g.add_argument("--batch-groups", default="auto", help="G (divides --parallel) or auto")
+    g.add_argument("--ctx", type=int, default=2048, help="context length per slot")
+    g.add_argument("--draft", choices=["mtp", "lookup", "both"], default="mtp")
+    g.add_argument("--spec", type=int, default=1, help="window size: current token + up to N-1 proposals")
+    g.add_argument("--spec-min-p", type=float, default=0.0)
+    g.add_argument("--piped-mtp", type=int, default=None,
+                   help="draft depth inside pipelined groups (env STRATA_PIPED_MTP)")
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+
+
+def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
+    piped = a.piped_mtp if a.piped_mtp is not None else int(os.environ.get("STRATA_PIPED_MTP", "0") or 0)
+    return EngineConfig(model=a.model or "default", devices=a.devices, layer_split=a.layer_split,
+                        parallel=a.parallel, batch_groups=str(a.batch_groups), ctx=a.ctx, draft=a.draft,
+                        spec=a.spec, spec_min_p=a.spec_min_p, piped_mtp=piped, dtype=a.dtype)

@@ -1,0 +1,284 @@
+"""Request and response models of the OpenAI-compatible API.
+
+The same pydantic models validate the requests (strict types: "0.5" is not a number) and make the
+OpenAPI schema, so /openapi.json says what the server really takes and returns. Unknown fields
+are ignored (agents send many); fields we cannot honour (n > 1, tools, logprobs) are refused by
+the server with a 400 that names them.
+"""
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.messages import ChatMessage, SamplingParams
+
+
+class _Req(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class _Resp(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- requests
+
+class TextPart(_Req):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessageIn(_Req):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = Field(
+        None, description="A string, or a list of text parts (joined). Images are not supported.")
+    name: str | None = None
+
+
+class StreamOptions(_Req):
+    include_usage: bool = False
+
+
+class StrataOptions(_Req):
+    """Strata extension: per-request draft settings (None = the engine's setting)."""
+    spec: int | None = Field(None, ge=1, le=64, description="window size: current token + up to spec-1 proposals")
+    spec_min_p: float | None = Field(None, ge=0.0, le=1.0, description="drafter probability needed to chain")
+
+
+class _Sampling(_Req):
+    model: str | None = Field(None, description="Ignored: the server answers with the model it has loaded.")
+    max_tokens: int | None = Field(None, ge=1, description="Default: until the context is full.")
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="0 = greedy (the default is 1.0)")
+    top_p: float | None = Field(None, ge=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=0, description="0 = off")
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    seed: int | None = Field(None, ge=-(2 ** 63), le=2 ** 64 - 1)
+    stop: str | list[str] | None = Field(None, description="up to 16 strings; the stop text is not returned")
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    ignore_eos: bool = False
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=1, description="only 1 is supported")
+    logprobs: bool | int | None = Field(None, description="not supported: must be absent, null or false")
+    user: str | None = None
+    strata: StrataOptions | None = None
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessageIn] = Field(..., min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1, description="alias of max_tokens")
+    tools: list[dict] | None = Field(None, description="not supported: must be absent or empty")
+    tool_choice: str | dict | None = None
+    response_format: dict | None = Field(None, description='only {"type": "text"}')
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] = Field(..., description="a string (or a list of one), or token ids")
+    echo: bool = False
+    suffix: str | None = None
+    best_of: int | None = Field(None, ge=1, le=1)
+
+
+# ---------------------------------------------------------------- responses
+
+class PromptTokensDetails(_Resp):
+    cached_tokens: int = Field(0, description="prompt tokens reused from an earlier request's KV cache")
+
+
+class Usage(_Resp):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class StrataTimings(_Resp):
+    """Strata extension on non-streamed responses and on the usage chunk."""
+    ttft_s: float
+    prompt_s: float
+    decode_s: float
+    drafts_offered: int
+    drafts_accepted: int
+    windows: int
+    slot: int
+
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+class ChatMessageOut(_Resp):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(_Resp):
+    index: int
+    message: ChatMessageOut
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class ChatCompletion(_Resp):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    system_fingerprint: str | None = None
+    strata: StrataTimings | None = None
+
+
+class ChatDelta(_Resp):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(_Resp):
+    index: int
+    delta: ChatDelta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(_Resp):
+    """One `data:` event of a streamed chat completion; the stream ends with `data: [DONE]`."""
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+    system_fingerprint: str | None = None
+    strata: StrataTimings | None = None
+
+
+class CompletionChoice(_Resp):
+    index: int
+    text: str
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class Completion(_Resp):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+    system_fingerprint: str | None = None
+    strata: StrataTimings | None = None
+
+
+class ModelCard(_Resp):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "strata"
+    meta: dict = Field(default_factory=dict, description="architecture, context, slots, stages")
+
+
+class ModelList(_Resp):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorBody(_Resp):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(_Resp):
+    error: ErrorBody
+
+
+class Health(_Resp):
+    status: Literal["ok", "loading", "error"]
+    message: str = ""
+    model: str | None = None
+
+
+class SlotView(_Resp):
+    id: int
+    group: int
+    state: str
+    request_id: str = ""
+    prompt_read: int = 0
+    prompt_total: int = 0
+    generated: int = 0
+    tok_s: float = 0.0
+    position: int = 0
+
+
+class Slots(_Resp):
+    slots: list[SlotView]
+    queue_depth: int = Field(0, description="requests waiting in the engine for a slot")
+    in_flight: int = Field(0, description="requests the HTTP server holds (running + waiting)")
+    max_in_flight: int = Field(0, description="beyond this, new requests get 503")
+
+
+# ---------------------------------------------------------------- requests -> engine
+
+class Unsupported(ValueError):
+    """A field that validated but cannot be honoured; the server answers 400 naming `param`."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+def sampling_params(req: _Sampling, default_max_tokens: int) -> SamplingParams:
+    """The engine's sampling settings for a request (OpenAI defaults: temperature 1, random seed)."""
+    if req.logprobs:
+        raise Unsupported("logprobs", "log probabilities are not supported")
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    if len(stop) > 16:
+        raise Unsupported("stop", "at most 16 stop strings")
+    max_tokens = getattr(req, "max_completion_tokens", None) or req.max_tokens or default_max_tokens
+    seed = random.getrandbits(63) if req.seed is None else req.seed % 2 ** 63
+    s = req.strata or StrataOptions()
+    return SamplingParams(
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_k=req.top_k or 0, top_p=1.0 if req.top_p is None else req.top_p, min_p=req.min_p or 0.0,
+        repetition_penalty=req.repetition_penalty or 1.0, presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0, seed=seed, max_tokens=max_tokens,
+        stop=[x for x in stop if x], ignore_eos=req.ignore_eos, spec=s.spec, spec_min_p=s.spec_min_p)
+
+
+def chat_messages(req: ChatCompletionRequest) -> list[ChatMessage]:
+    if req.tools:
+        raise Unsupported("tools", "tool calling is not supported by this server")
+    if req.response_format and req.response_format.get("type", "text") != "text":
+        raise Unsupported("response_format", 'only {"type": "text"} is supported')
+    out = []
+    for m in req.messages:
+        text = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content or [])
+        out.append(ChatMessage(role="system" if m.role == "developer" else m.role, content=text))
+    return out
+
+
+def completion_prompt(req: CompletionRequest) -> dict:
+    """AddRequest fields for a completion prompt: {"prompt": str} or {"token_ids": [...]}."""
+    if req.echo:
+        raise Unsupported("echo", "echo is not supported")
+    if req.suffix:
+        raise Unsupported("suffix", "suffix (fill-in-the-middle) is not supported")
+    p = req.prompt
+    if isinstance(p, str):
+        return {"prompt": p}
+    if not p:
+        raise Unsupported("prompt", "must not be empty")
+    if all(isinstance(x, str) for x in p):
+        if len(p) != 1:
+            raise Unsupported("prompt", "only one prompt per request is supported")
+        return {"prompt": p[0]}
+    if any(x < 0 for x in p):
+        raise Unsupported("prompt", "token ids must not be negative")
+    return {"token_ids": list(p)}

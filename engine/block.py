@@ -1,0 +1,75 @@
+"""One decoder block on one tile of rows: attention (writing this tile's KV first) then the FFN."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+from engine.layers import apply_rope, attention, glu, rms_norm
+from engine.weights import LayerWeights
+
+
+@dataclass
+class Tile:
+    """A fixed number of rows; padding rows point at the scratch slot and are ignored by callers."""
+    slot: torch.Tensor        # [T] long, the KV slot each row reads and writes
+    pos: torch.Tensor         # [T] long, absolute position of each row
+    n_real: int               # rows [0, n_real) are real
+
+
+def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
+    T = x.shape[0]
+    h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
+    q = lw.wq.linear(h).view(T, cfg.n_heads, cfg.head_dim)
+    k = lw.wk.linear(h).view(T, cfg.n_kv_heads, cfg.head_dim)
+    v = lw.wv.linear(h).view(T, cfg.n_kv_heads, cfg.head_dim)
+    if lw.q_norm is not None:
+        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
+        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    cos, sin = rope[0][tile.pos], rope[1][tile.pos]
+    q = apply_rope(q, cos, sin, cfg.rope_neox)
+    k = apply_rope(k, cos, sin, cfg.rope_neox)
+    k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
+    v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
+    a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale)
+    o = lw.wo.linear(a.reshape(T, cfg.n_heads * cfg.head_dim))
+    if lw.post_attn_norm is not None:
+        o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
+    return x + o
+
+
+def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
+    """Routed experts, row-invariant: each expert runs its rows through fixed-tile matmuls, and each
+    row sums its experts in its own top-k order."""
+    probs = torch.softmax(lw.router.linear(h).float(), dim=-1)
+    w, sel = torch.topk(probs, cfg.n_expert_used, dim=-1)          # [T, k]
+    w = (w / w.sum(-1, keepdim=True)).to(h.dtype)
+    ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)
+    for e in torch.unique(sel).tolist():
+        rows, ks = (sel == e).nonzero(as_tuple=True)
+        x = h[rows]
+        y = lw.down_exps.expert(e).linear(glu(lw.gate_exps.expert(e).linear(x), lw.up_exps.expert(e).linear(x), False))
+        ys[rows, ks] = y
+    out = ys[:, 0] * w[:, :1]
+    for j in range(1, cfg.n_expert_used):
+        out = out + ys[:, j] * w[:, j:j + 1]
+    return out
+
+
+def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tensor:
+    h = rms_norm(x, lw.ffn_norm, cfg.norm_eps)
+    if cfg.is_moe:
+        f = moe(lw, cfg, h)
+    else:
+        f = lw.w_down.linear(glu(lw.w_gate.linear(h), lw.w_up.linear(h), cfg.gelu))
+    if lw.post_ffw_norm is not None:
+        f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
+    return x + f
+
+
+def run_block(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
+              k_cache: torch.Tensor, v_cache: torch.Tensor, rope) -> torch.Tensor:
+    x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
+    return ffn_part(lw, cfg, x)

@@ -1,0 +1,85 @@
+"""Chat templates: a conversation -> the prompt text a model expects.
+
+A GGUF file may carry a Jinja2 template in `tokenizer.chat_template` (the same text as a HF
+tokenizer_config.json). It is rendered the way HF transformers renders it: in an
+ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and loop controls, with the helpers
+`raise_exception(message)` and `strftime_now(format)`, a `tojson` filter that keeps non-ASCII text,
+and the variables `messages`, `add_generation_prompt`, `bos_token` and `eos_token`.
+
+A model without a template (a base model such as Gemma 3 270M) gets PLAIN_CHAT_TEMPLATE: one line
+per message, the role capitalised, then the open assistant line for the model to continue:
+
+    System: You are terse.
+    User: Hi!
+    Assistant: Hello.
+    User: Name a colour.
+    Assistant:
+
+No BOS is written by the fallback; the tokenizer adds it where the model's add_bos rule says so.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import lru_cache
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.errors import RequestError
+
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ message['role'] | capitalize }}: {{ message['content'] }}\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+
+
+def render_chat(template: str | None, messages: list[dict], bos_token: str | None,
+                eos_token: str | None, add_generation_prompt: bool = True) -> str:
+    """The prompt text for `messages` under `template` (None: PLAIN_CHAT_TEMPLATE).
+
+    Raises RequestError when the template rejects the conversation or cannot be compiled.
+    """
+    try:
+        return compile_template(template or PLAIN_CHAT_TEMPLATE).render(
+            messages=[with_text_content(m) for m in messages],
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token or "",
+            eos_token=eos_token or "",
+        )
+    except jinja2.TemplateError as e:
+        raise RequestError(f"chat template: {e}") from e
+
+
+@lru_cache(maxsize=8)
+def compile_template(template: str) -> jinja2.Template:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env.from_string(template)
+
+
+def with_text_content(message: dict) -> dict:
+    """OpenAI-style content parts that are all text become one string, as templates expect."""
+    content = message.get("content")
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return {**message, "content": "".join(p.get("text", "") for p in content)}
+    return message
+
+
+def raise_exception(message: str):
+    raise jinja2.TemplateError(message)
+
+
+def strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)

@@ -1,0 +1,132 @@
+"""Draft sources: the MTP (nextn) drafter on the last stage, and prompt-lookup proposals.
+
+Drafts only change how many tokens a window yields, never which: every emitted token is the
+target's own pick, so nothing here needs row-invariant numerics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.block import Tile, run_block
+from engine.config import ModelConfig
+from engine.layers import rms_norm, rope_tables
+from engine.weights import DrafterWeights, HeadWeights
+
+
+@dataclass
+class DraftPlan:
+    source: str          # "mtp" | "lookup" | "both"
+    spec: int            # window size for the solo / single-group path (1 = no drafts)
+    min_p: float
+    piped: int           # draft depth inside pipelined groups
+    has_mtp: bool
+
+    @property
+    def mtp(self) -> bool:
+        return self.has_mtp and self.source in ("mtp", "both")
+
+    @property
+    def lookup(self) -> bool:
+        return self.source in ("lookup", "both")
+
+    def depth(self, pipelined: bool) -> int:
+        if not (self.mtp or self.lookup):
+            return 0
+        if pipelined:
+            return self.piped
+        return self.spec - 1 if self.spec > 1 else self.piped
+
+    def choose(self, mtp_props: list[int], tokens: list[int], depth: int) -> list[int]:
+        if depth <= 0:
+            return []
+        if self.lookup:
+            found = lookup_proposals(tokens, depth)
+            if len(found) >= 2 or not self.mtp:
+                return found
+        return mtp_props[:depth]
+
+
+def lookup_proposals(tokens: list[int], depth: int, max_ngram: int = 4, min_ngram: int = 2) -> list[int]:
+    """Copy what followed the latest earlier occurrence of the current suffix (longest n-gram first)."""
+    n_tok = len(tokens)
+    for n in range(min(max_ngram, n_tok - 1), min_ngram - 1, -1):
+        suffix = tokens[n_tok - n:]
+        for start in range(n_tok - n - 1, -1, -1):
+            if tokens[start:start + n] == suffix:
+                follow = tokens[start + n:start + n + depth]
+                if follow:
+                    return follow
+    return []
+
+
+class MtpDrafter:
+    """The nextn layer: row t joins the trunk's final hidden state at t with the embedding of the token
+    at t+1, writes the drafter KV at t, and predicts the token at t+2; it chains on its own output."""
+
+    def __init__(self, w: DrafterWeights, cfg: ModelConfig, embedding, head: HeadWeights, n_slots: int,
+                 ctx: int, device, dtype):
+        self.w, self.cfg, self.device, self.dtype = w, cfg, torch.device(device), dtype
+        self.embedding = w.embed or embedding
+        self.head = w.head or head.output
+        self.layer = cfg.n_layers
+        shape = (n_slots + 1, ctx, cfg.n_kv_heads, cfg.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=self.device)
+        self.v = torch.zeros(shape, dtype=dtype, device=self.device)
+        self.rope = rope_tables(cfg.layer_rope_base(self.layer), cfg.rope_dim, ctx, self.device)
+        self.ctx = ctx
+
+    def _rows(self, hidden: torch.Tensor, next_tokens: list[int], slots: list[int], pos: list[int]):
+        e = self.embedding.rows(torch.tensor(next_tokens, device=self.device)).to(self.dtype) * self.cfg.embed_scale
+        x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps),
+                       rms_norm(hidden.to(self.dtype), self.w.hnorm, self.cfg.norm_eps)), dim=-1)
+        x = self.w.eh_proj.linear(x)
+        tile = Tile(torch.tensor(slots, device=self.device), torch.tensor(pos, device=self.device), len(slots))
+        return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
+
+    def _propose(self, g: torch.Tensor) -> tuple[list[int], list[float]]:
+        lg = self.head.linear(rms_norm(g, self.w.head_norm, self.cfg.norm_eps)).float()
+        p, tok = torch.softmax(lg, dim=-1).max(dim=-1)
+        return tok.tolist(), p.tolist()
+
+    @torch.inference_mode()
+    def advance(self, parts, verdicts, seqs, hidden: torch.Tensor, depth: int, min_p: float) -> dict[int, list[int]]:
+        """Catch up on every slot's kept rows, then chain up to `depth` proposals for decoding slots."""
+        rows, nxt, slots, pos, last = [], [], [], [], {}
+        for sr, v in zip(parts, verdicts):
+            full = seqs[sr.slot].tokens + v.picks[:v.kept]
+            for j, r in enumerate(v.hidden_rows):
+                t = sr.first_pos + j
+                if t + 1 < len(full) and t + 1 < self.ctx:
+                    rows.append(r)
+                    nxt.append(full[t + 1])
+                    slots.append(sr.slot)
+                    pos.append(t)
+            if sr.decoding and rows and slots[-1] == sr.slot:
+                last[sr.slot] = (len(rows) - 1, full)
+        if not rows:
+            return {}
+        g = self._rows(hidden[torch.tensor(rows, device=hidden.device)], nxt, slots, pos)
+        if depth <= 0 or not last:
+            return {}
+        chain = {s: (g[i:i + 1], pos[i], []) for s, (i, _) in last.items()}
+        out: dict[int, list[int]] = {s: [] for s in chain}
+        for step in range(depth):
+            live = list(chain)
+            if not live:
+                break
+            toks, probs = self._propose(torch.cat([chain[s][0] for s in live]))
+            nxt_chain = {}
+            for s, tok, p in zip(live, toks, probs):
+                out[s].append(tok)
+                g_prev, t, _ = chain[s]
+                if step + 1 < depth and p >= min_p and t + 2 < self.ctx:
+                    nxt_chain[s] = (g_prev, t + 1, tok)
+            if not nxt_chain or step + 1 >= depth:
+                break
+            live = list(nxt_chain)
+            g2 = self._rows(torch.cat([nxt_chain[s][0] for s in live]), [nxt_chain[s][2] for s in live],
+                            live, [nxt_chain[s][1] for s in live])
+            chain = {s: (g2[i:i + 1], nxt_chain[s][1], []) for i, s in enumerate(live)}
+        return out

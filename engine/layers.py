@@ -1,0 +1,83 @@
+"""The transformer's pieces as plain functions on one tile of rows.
+
+Every function here is row-invariant: a row's result depends only on that row (and, for attention,
+on its own slot's KV), never on the other rows of the tile. The tile always has the same number of
+rows (padding rows included), so every torch call runs at one fixed shape (ENVIRONMENT.md: a fixed
+row count makes CPU matmuls row-invariant); attention walks fixed-size key blocks with an online
+softmax, so extra fully-masked blocks are exact no-ops.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+KEY_BLOCK = 64
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_tables(base: float, rope_dim: int, n_pos: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin [n_pos, rope_dim/2], computed in float64 then rounded once."""
+    inv = 1.0 / (base ** (torch.arange(0, rope_dim, 2, dtype=torch.float64) / rope_dim))
+    ang = torch.arange(n_pos, dtype=torch.float64)[:, None] * inv[None, :]
+    return ang.cos().float().to(device), ang.sin().float().to(device)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, neox: bool) -> torch.Tensor:
+    """x [T, heads, hd]; cos/sin [T, rope_dim/2] already gathered at each row's position."""
+    half = cos.shape[-1]
+    rot, rest = x[..., : 2 * half], x[..., 2 * half:]
+    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
+    if neox:
+        a, b = rot[..., :half], rot[..., half:]
+        out = torch.cat((a * c - b * s, b * c + a * s), dim=-1)
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
+              pos: torch.Tensor, window: int, scale: float) -> torch.Tensor:
+    """Row-invariant attention of each row over its own slot's cached keys 0..pos.
+
+    q [T, H, hd]; k_cache/v_cache [slots, ctx, kvh, hd]; slot/pos [T] (long). `window` > 0 limits each
+    row to the last `window` positions (sliding-window layers). Returns [T, H, hd].
+    """
+    T, H, hd = q.shape
+    kvh = k_cache.shape[2]
+    g = H // kvh
+    qg = (q * scale).view(T, kvh, g, hd)
+    pos_hi = int(pos.max())
+    lo = max(0, int(pos.min()) - window + 1) if window else 0
+    m = torch.full((T, kvh, g, 1), -math.inf, dtype=q.dtype, device=q.device)
+    l = torch.zeros((T, kvh, g, 1), dtype=q.dtype, device=q.device)
+    acc = torch.zeros((T, kvh, g, hd), dtype=q.dtype, device=q.device)
+    offs = torch.arange(KEY_BLOCK, device=q.device)
+    for start in range(lo // KEY_BLOCK * KEY_BLOCK, pos_hi + 1, KEY_BLOCK):
+        kpos = start + offs
+        idx = kpos.clamp(max=k_cache.shape[1] - 1)
+        kb = k_cache[slot[:, None], idx[None, :]]            # [T, B, kvh, hd]
+        vb = v_cache[slot[:, None], idx[None, :]]
+        s = torch.matmul(qg, kb.permute(0, 2, 3, 1))          # [T, kvh, g, B]
+        ok = kpos[None, :] <= pos[:, None]
+        if window:
+            ok &= kpos[None, :] > (pos[:, None] - window)
+        s = s.masked_fill(~ok[:, None, None, :], -math.inf)
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+        p = torch.exp(s - m_safe)
+        alpha = torch.exp(m - m_safe)
+        l = l * alpha + p.sum(-1, keepdim=True)
+        acc = acc * alpha + torch.matmul(p, vb.permute(0, 2, 1, 3))
+        m = m_new
+    return (acc / l).reshape(T, H, hd)
+
+
+def glu(gate: torch.Tensor, up: torch.Tensor, gelu: bool) -> torch.Tensor:
+    act = F.gelu(gate, approximate="tanh") if gelu else F.silu(gate)
+    return act * up

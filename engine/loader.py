@@ -1,0 +1,135 @@
+"""Loading: from an EngineConfig to stages, pipeline, drafter and tokenizer, plus the effective
+configuration that says what really runs and why anything fell back."""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine import layout
+from engine.config import ModelConfig, model_config
+from engine.drafts import DraftPlan, MtpDrafter
+from engine.errors import ConfigError
+from engine.gguf_file import GGUFFile, read_gguf
+from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
+from engine.model_files import resolve_model
+from engine.pipeline import Pipeline
+from engine.stage import Stage
+from engine.tokenizer import Tokenizer
+from engine.weights import WeightLoader, layer_bytes
+
+TILE_ROWS = {"cpu": 16, "cuda": 16}   # rows per tile: fixed per device kind (row-invariant numerics)
+PROMPT_CHUNK = 64                      # prompt rows a slot reads per window
+
+
+@dataclass
+class LoadedModel:
+    gf: GGUFFile
+    cfg: ModelConfig
+    tokenizer: Tokenizer
+    pipeline: Pipeline
+    drafter: MtpDrafter | None
+    plan: DraftPlan
+    groups: list[list[int]]
+    effective: EffectiveConfig
+    info: ModelInfo
+    load_seconds: float
+
+
+def model_info(gf: GGUFFile, cfg: ModelConfig, tok: Tokenizer | None) -> ModelInfo:
+    return ModelInfo(
+        path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
+        n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
+        context_length=cfg.context_length,
+        quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
+        file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
+        mtp_layers=cfg.n_mtp, has_chat_template=bool(tok and tok.has_chat_template),
+        tokenizer=str(gf.get("tokenizer.ggml.model", "")))
+
+
+def _dtype(config: EngineConfig, devices: list[str], notes: list[str]) -> torch.dtype:
+    if config.dtype == "bfloat16":
+        return torch.bfloat16
+    if config.dtype == "float32" or all(d == "cpu" for d in devices):
+        return torch.float32
+    return torch.bfloat16
+
+
+def _cpu_threads(devices: list[str], notes: list[str]) -> None:
+    n_cpu = sum(d == "cpu" for d in devices)
+    if n_cpu > 1:
+        threads = max(1, (os.cpu_count() or 1) // n_cpu)
+        torch.set_num_threads(threads)
+        notes.append(f"{n_cpu} CPU stages share {os.cpu_count()} cores: {threads} thread(s) per stage")
+
+
+def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
+    t0 = time.perf_counter()
+    notes: list[str] = []
+    path = resolve_model(config.model)
+    progress(0.0, f"reading {Path(path).name}")
+    gf = read_gguf(path)
+    cfg = model_config(gf)
+    devices = layout.parse_devices(config.devices)
+    layout.check_layers(cfg.n_layers, len(devices))
+    if config.ctx < 16:
+        raise ConfigError(f"--ctx {config.ctx} is too small (at least 16)")
+    ctx = config.ctx
+    if ctx > cfg.context_length:
+        notes.append(f"ctx {ctx} is above the model's trained context {cfg.context_length}: using {cfg.context_length}")
+        ctx = cfg.context_length
+    groups = layout.slot_groups(config.parallel, config.batch_groups, len(devices))
+    if groups.note:
+        notes.append(groups.note)
+    dtype = _dtype(config, devices, notes)
+    lb = layer_bytes(gf, cfg.n_layers)
+    embd = gf.tensors["token_embd.weight"].nbytes
+    head = 0 if cfg.tied_embeddings else gf.tensors["output.weight"].nbytes
+    starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
+    if starts is None:
+        starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, head)
+    ends = starts[1:] + [cfg.n_layers]
+    # CPU keeps a dequantized copy of each matrix: count compute-dtype bytes, not quantized bytes
+    scale = (4 if dtype == torch.float32 else 2) * 2 if devices[0] == "cpu" else 1
+    kv = cfg.kv_bytes_per_token // max(1, cfg.n_layers) * ctx * (config.parallel + 1)
+    need = [sum(lb[a:b]) * scale + kv * (b - a) for a, b in zip(starts, ends)]
+    layout.check_fits(need, devices)
+    _cpu_threads(devices, notes)
+    tok = Tokenizer.from_gguf(gf)
+    progress(0.05, "tokenizer ready")
+    loader = WeightLoader(gf, cfg, dtype)
+    done = [0]
+
+    def on_layer(i):
+        done[0] += 1
+        progress(0.05 + 0.9 * done[0] / cfg.n_layers, f"layer {done[0]}/{cfg.n_layers}")
+
+    stages = [Stage(k, dev, a, b, loader, cfg, config.parallel, ctx, k == 0, k == len(devices) - 1, dtype, on_layer)
+              for k, (dev, a, b) in enumerate(zip(devices, starts, ends))]
+    if dtype == torch.float32 and any(d != "cpu" for d in devices):
+        notes.append("dtype float32 on GPU: slower than bfloat16")
+    drafter = None
+    if cfg.n_mtp and config.draft in ("mtp", "both"):
+        last = stages[-1]
+        drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
+                             else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
+    plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp), drafter is not None)
+    if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
+        notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
+    tile = TILE_ROWS["cuda" if devices[0].startswith("cuda") else "cpu"]
+    pipeline = Pipeline(stages, tile)
+    progress(1.0, "ready")
+    info = model_info(gf, cfg, tok)
+    eff = EffectiveConfig(
+        model_path=str(path), model_name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers,
+        stages=[StageInfo(index=s.index, device=str(s.device), first_layer=s.first, end_layer=s.end,
+                          weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes, has_head=s.head is not None)
+                for s in stages],
+        parallel=config.parallel, groups=groups.groups, ctx=ctx, dtype=str(dtype).replace("torch.", ""),
+        draft=config.draft, spec=plan.spec, spec_min_p=plan.min_p, piped_mtp=plan.piped, mtp_layers=cfg.n_mtp,
+        fallbacks=notes)
+    return LoadedModel(gf, cfg, tok, pipeline, drafter, plan, groups.groups, eff, info, time.perf_counter() - t0)

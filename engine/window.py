@@ -1,0 +1,70 @@
+"""Window: the rows one group sends through the stages in one round, and its verdict.
+
+For every slot of the group: the rows it still has to read (a prompt chunk) and, once it has reached
+its current token, that token plus up to n proposals. The last stage picks the target's token at
+every row that needs one; kept = 1 + the leading proposals equal to the picks before them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.sampling import pick_rows
+
+
+@dataclass
+class SlotRows:
+    slot: int
+    start: int                 # first row index of this slot in the window
+    first_pos: int             # position of the first row
+    n_base: int                # rows of already-known tokens (prompt chunk and/or current token)
+    decoding: bool             # the base rows end at the current token: picks wanted
+    proposals: list[int] = field(default_factory=list)
+    history: list[int] = field(default_factory=list)   # tokens before the window (for penalties)
+
+    @property
+    def n_rows(self) -> int:
+        return self.n_base + len(self.proposals)
+
+    @property
+    def pick_rows(self) -> list[int]:
+        """Window row indices whose pick is wanted: the current token's row and every proposal row."""
+        if not self.decoding:
+            return []
+        first = self.start + self.n_base - 1
+        return list(range(first, first + 1 + len(self.proposals)))
+
+
+@dataclass
+class SlotVerdict:
+    slot: int
+    picks: list[int]           # the target's token after each pick row
+    kept: int                  # 1 + accepted proposals (0 for a prompt-only chunk)
+    n_valid_rows: int          # rows whose KV stays valid (base rows + accepted proposals)
+    hidden_rows: list[int]     # window rows of those valid positions (for the drafter's catch-up)
+
+
+def build_rows(parts: list[tuple[int, int, list[int]]]):
+    """parts: (slot, first_pos, tokens) per slot -> flat token/slot/position lists."""
+    toks, slots, poss = [], [], []
+    for slot, p0, tokens in parts:
+        toks += tokens
+        slots += [slot] * len(tokens)
+        poss += range(p0, p0 + len(tokens))
+    return toks, slots, poss
+
+
+def verdict(sr: SlotRows, logits: torch.Tensor, params) -> SlotVerdict:
+    """Picks at the slot's pick rows (logits in the same order) and the matching prefix of proposals."""
+    rows = list(range(sr.start, sr.start + sr.n_base))
+    if not sr.decoding:
+        return SlotVerdict(sr.slot, [], 0, sr.n_base, rows)
+    first_pos = sr.first_pos + sr.n_base          # position of the token each pick row predicts
+    positions = [first_pos + i for i in range(len(sr.proposals) + 1)]
+    picks = pick_rows(logits, params, sr.history, positions, sr.proposals)
+    kept = 1
+    while kept <= len(sr.proposals) and sr.proposals[kept - 1] == picks[kept - 1]:
+        kept += 1
+    extra = list(range(sr.start + sr.n_base, sr.start + sr.n_base + kept - 1))
+    return SlotVerdict(sr.slot, picks, kept, sr.n_base + kept - 1, rows + extra)
