@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `strata inspect ... | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

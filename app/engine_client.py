@@ -280,9 +280,10 @@ class EngineClient:
         _notify(self._listeners, msg)
 
     def _die(self, err: EngineDead) -> None:
-        self.error = err
+        with self._state_lock:                           # whoever sees the error also sees "crashed"
+            self.state, self.error = "crashed", err
+            _notify(self._state_listeners, "crashed")
         self._fail_all(err)
-        self._set_state("crashed")
 
     def _fail_all(self, err: EngineFailure) -> None:
         if self.error is None:

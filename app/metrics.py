@@ -1,4 +1,4 @@
-"""Prometheus metrics for /metrics, read from the engine's latest Telemetry at scrape time.
+"""Monitoring: /health, /slots and /metrics (Prometheus, read from the engine's latest Telemetry at scrape time).
 
 Engine counters are monotonic totals in Telemetry, so they map straight onto Prometheus counters;
 rates (tok/s, busy fraction) are gauges over the engine's last second. HTTP-side figures (requests
@@ -11,9 +11,14 @@ import threading
 from collections import Counter
 from typing import Callable
 
+import msgspec
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from app import openai_types as T
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -122,3 +127,31 @@ def make_registry(get_telemetry: Callable, get_ready: Callable, http: HttpStats)
 
 def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
+
+
+def add_monitoring_routes(app: FastAPI, client, http: HttpStats, max_queue: Callable[[], int]) -> None:
+    """/health (no key needed: 200 ok, 503 loading or error), /slots (per-slot state), /metrics."""
+    registry = make_registry(lambda: client.latest_telemetry, lambda: client.ready, http)
+
+    @app.get("/health", response_model=T.Health, tags=["monitoring"], responses={503: {"model": T.Health}})
+    async def health():
+        r, state, err = client.ready, client.state, client.error
+        if r is not None and state in ("ready", "busy"):
+            return {"status": "ok", "model": r.config.model_name or r.model.name}
+        if app.state.load_error or state == "crashed":
+            msg = app.state.load_error or f"the engine crashed: {err.reply.message if err else ''}"
+            return JSONResponse({"status": "error", "message": msg}, status_code=503)
+        return JSONResponse({"status": "loading", "message": "the model is loading"}, status_code=503)
+
+    @app.get("/slots", response_model=T.Slots, tags=["monitoring"])
+    async def slots():
+        t, r = client.latest_telemetry, client.ready
+        views = [{"id": s.slot, **{k: v for k, v in msgspec.structs.asdict(s).items() if k != "slot"}}
+                 for s in (t.slots if t else [])]
+        return {"slots": views, "queue_depth": t.queue_depth if t else 0, "in_flight": http.in_flight,
+                "max_in_flight": (r.config.parallel + max_queue()) if r else 0}
+
+    @app.get("/metrics", tags=["monitoring"], response_class=Response,
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+    async def metrics():
+        return Response(render(registry), media_type=CONTENT_TYPE)

@@ -51,7 +51,7 @@ class _Sampling(_Req):
     model: str | None = Field(None, description="Ignored: the server answers with the model it has loaded.")
     max_tokens: int | None = Field(None, ge=1, description="Default: until the context is full.")
     temperature: float | None = Field(None, ge=0.0, le=2.0, description="0 = greedy (the default is 1.0)")
-    top_p: float | None = Field(None, ge=0.0, le=1.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=0, description="0 = off")
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     seed: int | None = Field(None, ge=-(2 ** 63), le=2 ** 64 - 1)

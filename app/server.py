@@ -8,19 +8,17 @@ answers 503. A client that goes away (mid-stream or while waiting) has its reque
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import socket
 import threading
 import time
 import uuid
 
-import msgspec
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import openai_types as T
-from app.metrics import CONTENT_TYPE, HttpStats, make_registry, render
+from app.metrics import HttpStats, add_monitoring_routes
 from app.server_errors import ApiError, ClientGone, from_exception, install_error_handlers
 from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta
 
@@ -39,10 +37,9 @@ class _Run:
         self._closed = False
         http.in_flight += 1
 
-    async def start(self) -> None:
+    def start(self) -> None:
         try:
-            h = self.client.submit(self.add)
-            self._handle = await h if inspect.isawaitable(h) else h
+            self._handle = self.client.submit(self.add)
             self._it = self._handle.aiter().__aiter__()
         except Exception as e:
             raise from_exception(e) from e
@@ -84,9 +81,7 @@ class _Run:
         if self.done is None and self._handle is not None:
             self.http.add_disconnect()
             try:
-                r = self._handle.cancel()
-                if inspect.isawaitable(r):
-                    asyncio.ensure_future(r)
+                self._handle.cancel()
             except Exception:
                 pass   # a dead engine has nothing left to cancel
 
@@ -138,8 +133,7 @@ def _usage(d: RequestDone) -> dict:
 
 
 def _timings(d: RequestDone) -> dict:
-    return {"ttft_s": d.ttft_s, "prompt_s": d.prompt_s, "decode_s": d.decode_s, "drafts_offered": d.drafts_offered,
-            "drafts_accepted": d.drafts_accepted, "windows": d.windows, "slot": d.slot}
+    return {k: getattr(d, k) for k in T.StrataTimings.model_fields}
 
 
 async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool):
@@ -173,7 +167,6 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
     """The HTTP app over `client` (an EngineClient, loaded or loading). `api_key` guards all but /health."""
     app = FastAPI(title="Strata Studio", version="0.1.0", summary="OpenAI-compatible API of the Strata engine")
     http = HttpStats()
-    registry = make_registry(lambda: client.latest_telemetry, lambda: client.ready, http)
     app.state.client, app.state.http, app.state.max_queue, app.state.load_error = client, http, max_queue, None
     install_error_handlers(app, api_key, http)
 
@@ -208,7 +201,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         base = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": model_id(r)}
         try:
-            await run.start()
+            run.start()
             first = await _race(run.next(), request)
             if body.stream:
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -250,30 +243,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         return {"object": "list", "data": [{"id": model_id(r), "object": "model", "created": int(time.time()),
                                             "owned_by": "strata", "meta": meta}]}
 
-    @app.get("/health", response_model=T.Health, tags=["strata"], responses={503: {"model": T.Health}})
-    async def health():
-        r, state, err = client.ready, client.state, client.error
-        if r is not None and state in ("ready", "busy"):
-            return {"status": "ok", "model": model_id(r)}
-        if app.state.load_error or state == "crashed":
-            msg = app.state.load_error or f"the engine crashed: {err.reply.message if err else ''}"
-            return JSONResponse({"status": "error", "message": msg}, status_code=503)
-        return JSONResponse({"status": "loading", "message": "the model is loading"}, status_code=503)
-
-    @app.get("/slots", response_model=T.Slots, tags=["strata"])
-    async def slots():
-        t = client.latest_telemetry
-        views = [{"id": s.slot, **{k: v for k, v in msgspec.structs.asdict(s).items() if k != "slot"}}
-                 for s in (t.slots if t else [])]
-        r = client.ready
-        return {"slots": views, "queue_depth": t.queue_depth if t else 0, "in_flight": http.in_flight,
-                "max_in_flight": (r.config.parallel + max_queue) if r else 0}
-
-    @app.get("/metrics", tags=["strata"], response_class=Response,
-             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
-    async def metrics():
-        return Response(render(registry), media_type=CONTENT_TYPE)
-
+    add_monitoring_routes(app, client, http, lambda: max_queue)
     return app
 
 

@@ -91,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"strata serve: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         _say(f"listening on {url} (loading {config.model} ...)")
         if not _load(client, config, server):
             return 1
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
         _say(f"OpenAI base URL: {url}/v1" + ("  (API key required)" if args.api_key else ""))
         return _serve(client, server, stop, args.max_restarts)
     finally:

@@ -88,7 +88,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     dtype = _dtype(config, devices, notes)
     lb = layer_bytes(gf, cfg.n_layers)
     embd = gf.tensors["token_embd.weight"].nbytes
-    head = 0 if cfg.tied_embeddings else gf.tensors["output.weight"].nbytes
+    head = embd if cfg.tied_embeddings else gf.tensors["output.weight"].nbytes
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
         starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, head)

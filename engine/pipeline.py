@@ -131,6 +131,12 @@ class Pipeline:
                         out[i] = lg[i - a]
         return torch.stack([out[i] for i in idx]) if idx else torch.empty(0)
 
+    def score(self, tokens: list[int], slot: int = 0, start: int = 0) -> torch.Tensor:
+        """Logits [n, vocab] at every row of one slot's tokens (tests and scoring; uses the slot's KV)."""
+        rows = Rows.build(tokens, [slot] * len(tokens), list(range(start, start + len(tokens))),
+                          self.tile_rows, self.scratch_slot)
+        return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens))))).result()
+
     def close(self) -> None:
         for ex in self.executors:
             ex.shutdown(wait=True, cancel_futures=True)

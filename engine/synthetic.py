@@ -27,6 +27,7 @@ from engine.synthetic_shapes import ARCHS, SHAPES, Shape, TensorSpec, arch_metad
 __all__ = ["ARCHS", "QTYPES", "SHAPES", "Shape", "make_model", "tensor_qtype", "tokenizer_metadata"]
 
 WEIGHT_STD = 0.02
+UNIFORM_HALF_WIDTH = WEIGHT_STD * 3 ** 0.5  # float weights: uniform in +-this has std WEIGHT_STD
 CHUNK_BYTES = 1 << 20
 WORKERS = min(8, os.cpu_count() or 1)
 Progress = Callable[[int, int], None]  # (bytes written, total bytes)
@@ -141,10 +142,10 @@ def _chunk(role: str, qtype: Q, count: int, rng: np.random.Generator) -> np.ndar
     """`count` blocks of random file bytes for a tensor of this role and type."""
     if qtype not in (Q.F32, Q.F16):
         return _random_blocks(qtype, count, rng, WEIGHT_STD / _unit_std(qtype))
-    if role == "norm":
-        x = rng.uniform(0.9, 1.1, count).astype(np.float32)
-    else:
-        x = rng.standard_normal(count, dtype=np.float32) * np.float32(WEIGHT_STD)
+    lo, hi = (0.9, 1.1) if role == "norm" else (-UNIFORM_HALF_WIDTH, UNIFORM_HALF_WIDTH)
+    x = rng.random(count, dtype=np.float32)  # uniform: 5x faster than normal, and quants are uniform too
+    x *= hi - lo
+    x += lo
     return x.astype(np.float16) if qtype == Q.F16 else x
 
 
@@ -167,11 +168,10 @@ def _in_order(jobs: Iterator[tuple[Callable[[], np.ndarray], int]], workers: int
         for make, pad in jobs:
             pending.append((pool.submit(make), pad))
             if len(pending) > 2 * workers:
-                future, pad_ = pending.popleft()
-                yield future.result(), pad_
-        while pending:
-            future, pad_ = pending.popleft()
-            yield future.result(), pad_
+                future, after = pending.popleft()
+                yield future.result(), after
+        for future, after in pending:
+            yield future.result(), after
 
 
 # ---- metadata ----
@@ -244,15 +244,17 @@ def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int =
                seed: int = 0, progress: Progress | None = None, mtp_own_head: bool = False) -> Path:
     """Write a random-weight GGUF model of `arch` and `shape` to `out` and return its path.
 
-    mtp adds that many nextn (MTP) blocks after the trunk; mtp_own_head gives each its own
-    embed_tokens / shared_head_head. The same arguments always give the same bytes.
+    shape: a SHAPES key or a Shape. mtp adds that many nextn (MTP) blocks after the trunk;
+    mtp_own_head gives each its own embed_tokens / shared_head_head. progress(done, total) is
+    called with bytes after each chunk. The same arguments give the same bytes, whatever WORKERS.
     """
     shape_name, s, q = _resolve(arch, shape, qtype)
     check(arch, s, mtp)
     plan = [(spec, tensor_qtype(spec, q)) for spec in layout(arch, s, mtp, mtp_own_head)]
     out = Path(out)
-    partial = out.with_name(out.name + ".partial")
-    w = GGUFWriter(partial, arch)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")  # renamed into place only when complete
+    w = GGUFWriter(tmp, arch)
     try:
         _add_metadata(w, arch, shape_name, s, mtp, q, seed)
         for spec, tq in plan:
@@ -263,9 +265,9 @@ def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int =
         w.write_ti_data_to_file()
         _write_tensors(w, plan, seed, progress)
         w.close()
-        os.replace(partial, out)
+        os.replace(tmp, out)
     except BaseException:
         w.close()
-        partial.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return out

@@ -14,6 +14,7 @@ Only loopback TCP or IPC endpoints are accepted. The parent reads the bound endp
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import hmac
 import ipaddress
@@ -27,10 +28,10 @@ from urllib.parse import urlsplit
 import zmq
 
 from engine.messages import (PROTOCOL_VERSION, AddRequest, ErrorReply, Hello, HelloReply, LoadModel, Ping,
-                             Pong, RequestDone, Shutdown, decode_in, encode)
+                             Pong, RequestDone, Shutdown, TokenDelta, decode_in, encode)
 
 LISTENING = "STRATA_ENGINE_LISTENING"
-CAPABILITIES = ["load", "stream", "abort", "configure", "telemetry", "multi-client"]
+CAPABILITIES = ["load", "stream", "abort", "configure", "telemetry", "multi-client"]   # + the core's own
 HWM = 1_000_000                         # never drop a TokenDelta because a client was slow for a moment
 _BROADCAST, _ROUTE, _END = b"b", b"r", b"e"
 _OUT_ADDR = "inproc://strata-engine-out"
@@ -83,14 +84,15 @@ class Worker:
         self.loading = False
         self.in_get = True
         self.last_activity = time.monotonic()
-        self.emit_log: list[float] | None = [] if os.environ.get("STRATA_TRACE_EMIT") else None
+        trace = os.environ.get("STRATA_TRACE_EMIT")       # measuring: "request_id monotonic" per TokenDelta
+        self.trace = open(trace, "a", buffering=1) if trace else None
 
     # ------------------------------------------------------------ engine thread side
     def emit(self, msg) -> None:
         rid = getattr(msg, "request_id", "")
         kind = _BROADCAST if not rid else _END if isinstance(msg, (RequestDone, ErrorReply)) else _ROUTE
-        if self.emit_log is not None and type(msg).__name__ == "TokenDelta":
-            self.emit_log.append(time.monotonic())
+        if self.trace is not None and isinstance(msg, TokenDelta):
+            self.trace.write(f"{rid} {time.monotonic():.9f}\n")
         data = encode(msg)
         with self.out_lock:
             self.out_push.send_multipart([kind, rid.encode(), data])
@@ -107,22 +109,23 @@ class Worker:
         return msg
 
     def serve(self) -> int:
+        from engine import core       # torch; a failure here exits before the parent ever connects
+
+        self.capabilities = [*CAPABILITIES, *getattr(core, "CAPABILITIES", [])]
         io = threading.Thread(target=self._io_loop, name="strata-worker-io", daemon=True)
         io.start()
         threading.Thread(target=self._watchdog, name="strata-worker-watchdog", daemon=True).start()
-        print(f"{LISTENING} {self.endpoint}", flush=True)   # handshakes and pings work while torch imports
+        print(f"{LISTENING} {self.endpoint}", flush=True)
         try:
-            from engine.core import EngineCore, run_engine_loop
-
-            run_engine_loop(EngineCore(self.emit), self.get_msg, self.telemetry_hz)
+            core.run_engine_loop(core.EngineCore(self.emit), self.get_msg, self.telemetry_hz)
         finally:
             self.stop.set()
             io.join(5.0)                                   # it drains what the engine emitted last
-            self._write_emit_log()
             for sock in (self.out_push, self.out_pull):
                 sock.close(linger=0)
             self.router.close()                            # LINGER 500 ms: the last messages still go out
             self.ctx.term()
+            _remove_ipc(self.endpoint)
         return 0
 
     # ------------------------------------------------------------ IO thread
@@ -189,7 +192,8 @@ class Worker:
                 f"protocol {msg.protocol} not supported: this engine speaks {PROTOCOL_VERSION}")))
         else:
             self.clients.add(ident)
-            self._reply(ident, HelloReply(engine_version=_version(), capabilities=CAPABILITIES, pid=os.getpid()))
+            self._reply(ident, HelloReply(engine_version=_version(), capabilities=self.capabilities,
+                                          pid=os.getpid()))
 
     def _reply(self, ident: bytes, msg) -> None:
         self.router.send_multipart([ident, encode(msg)])
@@ -213,11 +217,16 @@ class Worker:
                     pass
             self.stalled = stalled
 
-    def _write_emit_log(self) -> None:
-        path = os.environ.get("STRATA_TRACE_EMIT")
-        if path and self.emit_log is not None:
-            with open(path, "w") as f:
-                f.write("\n".join(f"{t:.9f}" for t in self.emit_log))
+
+def _remove_ipc(endpoint: str) -> None:
+    """The socket file, and the private directory the parent made for it (if it is gone, it cannot)."""
+    if endpoint.startswith("ipc://"):
+        path = endpoint[len("ipc://"):]
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if os.path.basename(os.path.dirname(path)).startswith("strata-engine-"):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(path))
 
 
 def _log(line: str) -> None:

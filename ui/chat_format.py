@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import os
 import re
 
 import markdown
@@ -77,8 +78,10 @@ def describe_config(cfg: dict) -> str:
     if not cfg:
         return ""
     parts = []
-    if cfg.get("model_name"):
-        parts.append(str(cfg["model_name"]))
+    path = str(cfg.get("model_path") or "")
+    name = os.path.basename(path).removesuffix(".gguf") if path else str(cfg.get("model_name") or "")
+    if name:
+        parts.append(name)
     if cfg.get("stages"):
         parts.append(_stages_text(cfg["stages"]))
     n_slots, groups = cfg.get("parallel", 1), cfg.get("groups") or []

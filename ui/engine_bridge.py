@@ -90,7 +90,11 @@ class EngineBridge(QObject):
         self.state = "starting"
         self.stateChanged.emit("starting")
 
+        old = self.client
+
         def body():
+            if old is not None:
+                old.close()                                     # one worker per bridge
             client = connect_worker(**transport_options)
             self.attach(client, announce=config is None)       # listeners in place before the load starts
             if config is not None:

@@ -12,16 +12,23 @@ GROUP_COLOURS = ["#7E57C2", "#26A69A", "#EF6C00", "#5C6BC0", "#8D6E63", "#EC407A
 
 
 def predict_groups(parallel: int, batch_groups: str, n_stages: int) -> list[list[int]]:
-    """The layout the engine is asked for: `auto` = one group per stage where that divides the slots."""
+    """The layout the engine is asked for (engine/layout.py slot_groups): `auto` = the most groups,
+    up to one per stage, that divide the slots; slots are split into contiguous groups."""
     parallel = max(parallel, 1)
     if batch_groups.strip().isdigit() and int(batch_groups) > 0 and parallel % int(batch_groups) == 0:
         g = int(batch_groups)
-    elif n_stages > 1 and parallel % n_stages == 0:
-        g = n_stages
     else:
-        g = 1
+        g = max(d for d in range(1, min(max(n_stages, 1), parallel) + 1) if parallel % d == 0)
     per = parallel // g
     return [list(range(i * per, (i + 1) * per)) for i in range(g)]
+
+
+def stage_group_at(step: int, stage: int, n_groups: int, n_stages: int) -> int | None:
+    """The group whose window stage `stage` runs at `step` (None = the stage idles: a bubble).
+    Group g enters stage 0 at step g and moves one stage per step; it can start its next window
+    once its previous one left the last stage, so the cycle is max(groups, stages) steps."""
+    j, cycle = step - stage, max(n_groups, n_stages)
+    return j % cycle if j >= 0 and j % cycle < n_groups else None
 
 
 class GroupDiagram(QWidget):
@@ -72,13 +79,10 @@ class GroupDiagram(QWidget):
             p.drawText(QRectF(half + 8, y, 30, 16), Qt.AlignmentFlag.AlignVCenter, f"S{s}")
             for k in range(steps):
                 r = QRectF(half + 40 + k * cw, y, cw - 2, 16)
-                g = k - s
-                if g < 0:
-                    p.setBrush(QColor(t.border))
-                else:
-                    p.setBrush(QColor(GROUP_COLOURS[(g % n_g) % len(GROUP_COLOURS)]))
+                g = stage_group_at(k, s, n_g, n_s)
+                p.setBrush(QColor(t.border) if g is None else QColor(GROUP_COLOURS[g % len(GROUP_COLOURS)]))
                 p.setPen(Qt.PenStyle.NoPen)
                 p.drawRect(r)
-                if g >= 0 and cw >= 18:
+                if g is not None and cw >= 18:
                     p.setPen(QColor("#ffffff"))
-                    p.drawText(r, Qt.AlignmentFlag.AlignCenter, f"G{g % n_g}")
+                    p.drawText(r, Qt.AlignmentFlag.AlignCenter, f"G{g}")

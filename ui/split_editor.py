@@ -7,103 +7,33 @@ the output head. `auto` balances weight bytes, as the engine's `--layer-split au
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
 from engine.messages import ModelInfo
 from ui import theme
 from ui.devices import Device, fmt_bytes
+from ui.layer_bar import LayerBar
 
 MAX_STAGES = 8
 
 
-def balanced_split(layer_bytes: list[int], n_stages: int) -> list[int]:
-    """First layer of each next stage so the stages hold about equal weight bytes."""
+def balanced_split(layer_bytes: list[int], n_stages: int, first_extra: int = 0) -> list[int]:
+    """First layer of each next stage so the stages hold about equal bytes (the first stage also holds
+    the embedding, `first_extra`); the same rule as the engine's `--layer-split auto` on equal devices."""
     n = len(layer_bytes)
     if n_stages <= 1 or n == 0:
         return []
-    total, acc, out = float(sum(layer_bytes)) or 1.0, 0.0, []
+    total = sum(layer_bytes) + first_extra
+    starts, acc, k = [0], first_extra, 0
     for i, b in enumerate(layer_bytes):
+        target = total * (k + 1) / n_stages
+        if k < n_stages - 1 and i > starts[-1] and (acc + b / 2 > target or n - i <= n_stages - 1 - k):
+            starts.append(i)
+            k += 1
         acc += b
-        k = len(out) + 1
-        if k < n_stages and acc >= total * k / n_stages and n - (i + 1) >= n_stages - k:
-            out.append(i + 1)
-    while len(out) < n_stages - 1:             # very uneven layers: fall back to even counts
-        out = [round(n * k / n_stages) for k in range(1, n_stages)]
-    return out
-
-
-class LayerBar(QWidget):
-    boundaryMoved = Signal(int, int)          # boundary index, new first layer
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.n_layers, self.bounds, self.labels = 0, [], []
-        self._drag: int | None = None
-        self.setMinimumHeight(46)
-        self.setMouseTracking(True)
-
-    def set_state(self, n_layers: int, bounds: list[int], labels: list[str]) -> None:
-        self.n_layers, self.bounds, self.labels = n_layers, list(bounds), labels
-        self.update()
-
-    def _x(self, layer: float) -> float:
-        return 4 + (self.width() - 8) * layer / max(self.n_layers, 1)
-
-    def paintEvent(self, _ev) -> None:
-        t = theme.current()
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        h = self.height() - 16
-        if self.n_layers <= 0:
-            p.setPen(QColor(t.muted))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Load a model to see its layers")
-            return
-        edges = [0, *self.bounds, self.n_layers]
-        for s in range(len(edges) - 1):
-            c = QColor(t.series(s))
-            for layer in range(edges[s], edges[s + 1]):
-                r = QRectF(self._x(layer) + 0.5, 2, self._x(layer + 1) - self._x(layer) - 1, h)
-                c.setAlpha(150 if layer % 2 else 200)
-                p.fillRect(r, c)
-            seg = QRectF(self._x(edges[s]), 2, self._x(edges[s + 1]) - self._x(edges[s]), h)
-            p.setPen(QColor("#ffffff"))
-            label = self.labels[s] if s < len(self.labels) else f"S{s}"
-            p.drawText(seg, Qt.AlignmentFlag.AlignCenter, p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight,
-                                                                                     int(seg.width()) - 4))
-        p.setPen(QPen(QColor(t.fg), 3))
-        for b in self.bounds:
-            p.drawLine(int(self._x(b)), 0, int(self._x(b)), h + 4)
-        p.setPen(QColor(t.muted))
-        f = p.font()
-        f.setPointSizeF(max(f.pointSizeF() - 2, 6))
-        p.setFont(f)
-        for layer in sorted({0, *self.bounds, self.n_layers}):
-            p.drawText(QRectF(self._x(layer) - 20, h + 3, 40, 12), Qt.AlignmentFlag.AlignCenter, str(layer))
-
-    def _hit(self, x: float) -> int | None:
-        best = min(range(len(self.bounds)), key=lambda i: abs(self._x(self.bounds[i]) - x), default=None)
-        return best if best is not None and abs(self._x(self.bounds[best]) - x) <= 8 else None
-
-    def mousePressEvent(self, ev) -> None:
-        self._drag = self._hit(ev.position().x())
-
-    def mouseMoveEvent(self, ev) -> None:
-        x = ev.position().x()
-        if self._drag is None:
-            self.setCursor(Qt.CursorShape.SplitHCursor if self._hit(x) is not None else Qt.CursorShape.ArrowCursor)
-            return
-        layer = round((x - 4) / max(self.width() - 8, 1) * self.n_layers)
-        lo = self.bounds[self._drag - 1] + 1 if self._drag > 0 else 1
-        hi = self.bounds[self._drag + 1] - 1 if self._drag + 1 < len(self.bounds) else self.n_layers - 1
-        layer = max(lo, min(hi, layer))
-        if layer != self.bounds[self._drag]:
-            self.boundaryMoved.emit(self._drag, layer)
-
-    def mouseReleaseEvent(self, _ev) -> None:
-        self._drag = None
+    return starts[1:]
 
 
 class SplitEditor(QWidget):
@@ -113,7 +43,7 @@ class SplitEditor(QWidget):
         super().__init__(parent)
         self.info: ModelInfo | None = None
         self.available: list[Device] = []
-        self.ctx, self.parallel, self.kv_elem = 2048, 1, 4
+        self.ctx, self.parallel, self.cpu_scale = 2048, 1, 8
         self.devices: list[str] = ["cpu"]
         self.bounds: list[int] = []
         self._sync = False
@@ -136,6 +66,10 @@ class SplitEditor(QWidget):
         lay.addWidget(self.bar)
         self.grid = QGridLayout()
         lay.addLayout(self.grid)
+        self.other = QLabel("")
+        self.other.setObjectName("muted")
+        self.other.setWordWrap(True)
+        lay.addWidget(self.other)
         self.rows: list[tuple[QComboBox, QSpinBox, QLabel]] = []
         self._rebuild()
 
@@ -151,9 +85,8 @@ class SplitEditor(QWidget):
         self._rebuild()
 
     def set_kv_params(self, ctx: int, parallel: int, dtype: str) -> None:
-        on_gpu = any(d.startswith("cuda") for d in self.devices)
         self.ctx, self.parallel = ctx, parallel
-        self.kv_elem = 2 if dtype == "bfloat16" or (dtype == "auto" and on_gpu) else 4
+        self.cpu_scale = 4 if dtype == "bfloat16" else 8
         self._refresh()
 
     def set_config(self, devices: str, layer_split: str) -> None:
@@ -179,20 +112,26 @@ class SplitEditor(QWidget):
     def n_layers(self) -> int:
         return self.info.n_layers if self.info else 0
 
-    def predicted(self) -> list[tuple[int, int, int]]:
-        """(weight bytes, KV bytes, head bytes) per stage."""
+    def predicted(self) -> list[tuple[int, int]]:
+        """(weight bytes, KV bytes) per stage, as the engine's load check counts them: CPU stages keep a
+        dequantized copy (x8 in float32, x4 in bfloat16); KV is float32 for every slot plus one."""
         if not self.info:
-            return [(0, 0, 0)] * len(self.devices)
-        lb = list(self.info.layer_bytes) or [0] * self.n_layers
-        head = max(self.info.file_bytes - sum(lb), 0)
+            return [(0, 0)] * len(self.devices)
+        lb = list(self.info.layer_bytes[:self.n_layers]) or [0] * self.n_layers
         head_dim = self.info.n_embd // max(self.info.n_heads, 1)
-        kv_layer = 2 * self.info.n_kv_heads * head_dim * self.kv_elem * self.ctx * self.parallel
+        ctx = min(self.ctx, self.info.context_length or self.ctx)
+        kv_layer = 2 * self.info.n_kv_heads * head_dim * 4 * ctx * (self.parallel + 1)
         edges = [0, *self.bounds, self.n_layers]
         out = []
-        for s in range(len(self.devices)):
+        for s, dev in enumerate(self.devices):
             a, b = edges[s], edges[s + 1]
-            out.append((sum(lb[a:b]), kv_layer * (b - a), head if s == len(self.devices) - 1 else 0))
+            scale = self.cpu_scale if dev == "cpu" else 1
+            out.append((sum(lb[a:b]) * scale, kv_layer * (b - a)))
         return out
+
+    def other_bytes(self) -> int:
+        """Embedding, output head, MTP layer and norms: the file bytes outside the trunk's layers."""
+        return max(self.info.file_bytes - sum(self.info.layer_bytes[:self.n_layers]), 0) if self.info else 0
 
     # ------------------------------------------------------------ internals
     def _valid(self, bounds: list[int]) -> bool:
@@ -201,8 +140,10 @@ class SplitEditor(QWidget):
 
     def _auto_bounds(self) -> None:
         n = len(self.devices)
-        lb = list(self.info.layer_bytes) if self.info and self.info.layer_bytes else [1] * max(self.n_layers, n)
-        self.bounds = balanced_split(lb, n)
+        if self.info and self.info.layer_bytes:
+            self.bounds = balanced_split(list(self.info.layer_bytes[:self.n_layers]), n, self.other_bytes())
+        else:
+            self.bounds = balanced_split([1] * max(self.n_layers, n), n)
 
     def _set_stage_count(self, n: int) -> None:
         if self._sync:
@@ -249,6 +190,8 @@ class SplitEditor(QWidget):
         while self.grid.count():
             w = self.grid.takeAt(0).widget()
             if w is not None:
+                w.hide()
+                w.setParent(None)
                 w.deleteLater()
         self.rows = []
         ids = [d.id for d in self.available] or ["cpu"]
@@ -264,6 +207,7 @@ class SplitEditor(QWidget):
             spin.valueChanged.connect(lambda v, s=s: s > 0 and self._typed(s, v))
             mem = QLabel()
             mem.setObjectName("muted")
+            mem.setWordWrap(True)
             swatch = QLabel("■")
             swatch.setStyleSheet(f"color: {theme.current().series(s)}; font-size: 16px;")
             for col, w in enumerate((swatch, QLabel(f"Stage {s}"), combo, spin, mem)):
@@ -287,12 +231,14 @@ class SplitEditor(QWidget):
             if not self.info or s + 1 >= len(edges):
                 mem.setText("")
                 continue
-            w, kv, head = pred[s]
-            total = w + kv + head
+            w, kv = pred[s]
+            emb = self.other_bytes() if s == 0 else 0
             cap = free.get(self.devices[s])
             text = (f"layers {edges[s]}–{edges[s + 1] - 1} · weights {fmt_bytes(w)} + KV {fmt_bytes(kv)}"
-                    + (f" + head {fmt_bytes(head)}" if head else "") + f" = {fmt_bytes(total)}")
+                    + (f" + embedding ≈{fmt_bytes(emb)}" if emb else "") + f" = {fmt_bytes(w + kv + emb)}")
             if cap:
                 text += f" of {fmt_bytes(cap)}"
             mem.setText(text)
+        self.other.setText("Predicted: CPU stages hold their weights dequantized; the embedding estimate also "
+                           "covers the output head and MTP layer (on the last stage)." if self.info else "")
         self.bar.set_state(self.n_layers, self.bounds, [f"S{s} {d}" for s, d in enumerate(self.devices)])

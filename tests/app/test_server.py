@@ -221,6 +221,7 @@ def _decode_rate(t_first: float, t_last: float, n: int) -> float:
     return (n - 1) / (t_last - t_first)
 
 
+@pytest.mark.timeout(600)
 def test_http_overhead(server, engine):
     """Decode tok/s of one 128-token greedy request: through HTTP+SSE (openai client) vs EngineClient directly."""
     aoai = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
@@ -255,6 +256,7 @@ def test_http_overhead(server, engine):
         return rows
 
     rows = asyncio.run(main())
+    print("\n" + "\n".join(f"{k}: " + ", ".join(f"{d:.1f}/{e:.1f}" for d, e in v) for k, v in rows.items()))
     med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in rows.items()}
     ratio = med["http"][0] / med["direct"][0]
     print(f"\nHTTP overhead, {n} tokens greedy, median of 3: decode {med['direct'][0]:.1f} tok/s direct "

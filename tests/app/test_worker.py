@@ -17,7 +17,7 @@ import zmq
 from app.engine_client import EngineClient, EngineDead, EngineFailure, connect_worker
 from app.engine_process import WorkerTransport
 from engine.messages import (PROTOCOL_VERSION, AddRequest, Configure, EngineConfig, ErrorReply, Hello, Ping,
-                             PromptProgress, RequestDone, SamplingParams, TokenDelta, decode_out, encode)
+                             PromptProgress, RequestDone, SamplingParams, Telemetry, TokenDelta, decode_out, encode)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEFAULT = EngineConfig(model="default", parallel=2)
@@ -35,10 +35,11 @@ def gone(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def client():
-    progress = []
-    c = connect_worker(DEFAULT, on_progress=progress.append, timeout=60)
-    c.load_progress = progress
+def client(tmp_path_factory):
+    progress, trace = [], tmp_path_factory.mktemp("trace") / "emit.txt"
+    c = connect_worker(DEFAULT, on_progress=progress.append, timeout=60,
+                       env=dict(os.environ, STRATA_TRACE_EMIT=str(trace)))   # the worker stamps each TokenDelta
+    c.load_progress, c.trace = progress, trace
     yield c
     c.close()
 
@@ -127,6 +128,30 @@ def test_abort_one_mid_stream(client):
     assert client.ping() < 1.0
 
 
+def test_bad_request_is_a_typed_error(client):
+    with pytest.raises(EngineFailure) as e:
+        list(client.submit(AddRequest(request_id="empty", prompt="")))
+    assert e.value.reply.kind == "request" and e.value.reply.request_id == "empty"
+    assert client.state == "ready"
+
+
+def test_telemetry_about_10hz_when_idle(client):
+    seen = []
+    client.add_listener(lambda m: isinstance(m, Telemetry) and seen.append(m))
+    time.sleep(1.0)
+    assert 6 <= len(seen) <= 14 and seen[-1].state == "idle"
+    assert seen[-1].tokens_total >= seen[0].tokens_total and seen[-1].memory          # monotonic totals
+
+
+def test_inprocess_engine_behind_the_same_client():
+    from engine.inproc import InProcessEngine
+
+    with EngineClient(InProcessEngine()) as c:
+        assert c.load(EngineConfig(model="default"), timeout=60).model.n_layers == 30
+        text, done = c.submit(req("inproc", n=4)).result(60)
+        assert text and done.completion_tokens == 4 and c.ping() < 1.0
+
+
 def test_bad_model_path_is_a_typed_error(tmp_path):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf file at all" * 100)
@@ -204,34 +229,35 @@ def test_clean_shutdown_leaves_no_process():
 
 def test_worker_exits_when_parent_dies():
     code = ("from app.engine_client import connect_worker; c = connect_worker(); "
-            "print(c.transport.pid, flush=True); import time; time.sleep(120)")
+            "print(c.transport.pid, c.transport.endpoint, flush=True); import time; time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     try:
-        pid = int(parent.stdout.readline())
+        pid, endpoint = parent.stdout.readline().split()
+        pid, sock_dir = int(pid), endpoint[len("ipc://"):].rsplit("/", 1)[0]
         parent.kill()                                      # no atexit, no close(): the worker must notice
         parent.wait()
         deadline = time.monotonic() + 5
         while not gone(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert gone(pid)
+        assert not os.path.exists(sock_dir)                # the worker removed its socket and private dir
     finally:
         parent.kill()
 
 
-def test_token_latency(tmp_path):
+def test_token_latency(client):
     """Token emitted by the engine (worker side, time.monotonic) -> client reader thread -> consumer."""
-    trace = tmp_path / "emit.txt"
-    c = connect_worker(EngineConfig(model="default"), timeout=60, env=dict(os.environ, STRATA_TRACE_EMIT=str(trace)))
     reader_t, consumer_t = [], []
-    c.add_listener(lambda m: isinstance(m, TokenDelta) and reader_t.append(time.monotonic()))
-    for m in c.submit(req("latency", n=64)):
+    client.add_listener(lambda m: isinstance(m, TokenDelta) and m.request_id == "latency"
+                        and reader_t.append(time.monotonic()))
+    for m in client.submit(req("latency", n=32)):
         if isinstance(m, TokenDelta):
             consumer_t.append(time.monotonic())
-    pings = sorted(c.ping() for _ in range(200))
-    c.close()
-    emitted = [float(x) for x in trace.read_text().split()]
-    assert len(emitted) == len(reader_t) == len(consumer_t)
+    pings = sorted(client.ping() for _ in range(200))
+    emitted = [float(t) for rid, t in (line.split() for line in client.trace.read_text().splitlines())
+               if rid == "latency"]
+    assert len(emitted) == len(reader_t) == len(consumer_t) == 32
     to_reader = sorted(r - e for e, r in zip(emitted, reader_t))
     to_consumer = sorted(r - e for e, r in zip(emitted, consumer_t))
     ms = lambda xs, q: 1000 * xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731

@@ -1,0 +1,55 @@
+"""`strata inspect FILE.gguf`: architecture, layers, quant types, tokenizer, MTP layers, bytes per layer."""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+
+from engine.config import model_config
+from engine.gguf_file import read_gguf
+from engine.model_files import resolve_model
+from engine.weights import layer_bytes
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="GGUF file, or 'default'")
+    p.add_argument("--json", action="store_true")
+
+
+def describe(path) -> dict:
+    gf = read_gguf(resolve_model(str(path)))
+    cfg = model_config(gf)
+    per_layer = layer_bytes(gf, cfg.n_layers + cfg.n_mtp)
+    return {
+        "file": str(gf.path), "size_bytes": gf.path.stat().st_size, "gguf_version": gf.version,
+        "name": cfg.name, "architecture": cfg.arch, "layers": cfg.n_layers, "mtp_layers": cfg.n_mtp,
+        "embedding": cfg.n_embd, "heads": cfg.n_heads, "kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
+        "ffn": cfg.n_ff, "experts": cfg.n_expert, "experts_used": cfg.n_expert_used, "vocab": cfg.vocab_size,
+        "context_length": cfg.context_length, "rope_base": cfg.rope_base, "sliding_window": cfg.sliding_window,
+        "tokenizer": gf.get("tokenizer.ggml.model", ""), "tokenizer_pre": gf.get("tokenizer.ggml.pre", ""),
+        "chat_template": "tokenizer.chat_template" in gf.metadata,
+        "quant_types": dict(Counter(t.qtype.name for t in gf.tensors.values()).most_common()),
+        "tensors": len(gf.tensors), "layer_bytes": per_layer,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    d = describe(args.file)
+    if args.json:
+        print(json.dumps(d))
+        return 0
+    mib = 1 << 20
+    print(f"{d['file']}  ({d['size_bytes'] / mib:.1f} MiB, GGUF v{d['gguf_version']})")
+    print(f"  name           {d['name']}")
+    print(f"  architecture   {d['architecture']}: {d['layers']} layers, d {d['embedding']}, "
+          f"{d['heads']}/{d['kv_heads']} heads (head dim {d['head_dim']}), ffn {d['ffn']}")
+    if d["experts"]:
+        print(f"  experts        {d['experts']} routed, top-{d['experts_used']}")
+    print(f"  vocab          {d['vocab']}, context {d['context_length']}, rope base {d['rope_base']:g}"
+          + (f", sliding window {d['sliding_window']}" if d["sliding_window"] else ""))
+    print(f"  tokenizer      {d['tokenizer']} (pre {d['tokenizer_pre'] or '-'}), chat template: "
+          f"{'yes' if d['chat_template'] else 'no (plain fallback)'}")
+    print(f"  MTP layers     {d['mtp_layers'] or 'none'}")
+    print("  quant types    " + ", ".join(f"{k} x{v}" for k, v in d["quant_types"].items()))
+    print("  bytes/layer    " + " ".join(f"{i}:{b / mib:.2f}M" for i, b in enumerate(d["layer_bytes"])))
+    return 0

@@ -1,0 +1,111 @@
+"""`strata` (no subcommand): the desktop app.
+
+Starts Qt, the settings and the chat store (in $STRATA_STUDIO_HOME or the platformdirs user data
+directory), then the engine worker process on the last model used, or the bundled default.
+Engine flags given on the command line override the saved ones for this start. This process never
+imports torch: the engine runs in its own process (app/engine_process.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+
+from app.engine_flags import add_engine_flags
+from engine.messages import EngineConfig, ModelInfo
+
+ENGINE_FIELDS = ("model", "devices", "layer_split", "parallel", "batch_groups", "ctx", "draft", "spec",
+                 "spec_min_p", "piped_mtp", "dtype")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_engine_flags(p, model_default=None)
+    p.set_defaults(**{f: None for f in ENGINE_FIELDS})          # None = "not given": keep the saved value
+    p.add_argument("--theme", choices=["system", "light", "dark"], default=None,
+                   help="colour theme (default: follow the system)")
+
+
+def startup_config(saved: EngineConfig, args: argparse.Namespace | None) -> EngineConfig:
+    """The saved configuration with whatever the command line gives on top."""
+    d = {f: getattr(saved, f) for f in ENGINE_FIELDS}
+    if args is not None:
+        d.update({f: getattr(args, f) for f in ENGINE_FIELDS if getattr(args, f, None) is not None})
+        if getattr(args, "piped_mtp", None) is None and os.environ.get("STRATA_PIPED_MTP"):
+            d["piped_mtp"] = int(os.environ["STRATA_PIPED_MTP"])
+    d["batch_groups"] = str(d["batch_groups"])
+    return EngineConfig(**d)
+
+
+def probe_model(model: str) -> ModelInfo:
+    """GGUF metadata for the model picker, read from the file header (no torch, ~0.1 s)."""
+    from engine.config import model_config
+    from engine.gguf_file import read_gguf
+    from engine.model_files import resolve_model
+
+    gf = read_gguf(resolve_model(model))
+    cfg = model_config(gf)
+    n_blocks = cfg.n_layers + cfg.n_mtp
+    lb = [0] * n_blocks
+    for t in gf.tensors.values():
+        if t.name.startswith("blk."):
+            i = int(t.name.split(".")[1])
+            if i < n_blocks:
+                lb[i] += t.nbytes
+    meta = gf.metadata
+    return ModelInfo(path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
+                     n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
+                     context_length=cfg.context_length,
+                     quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
+                     file_bytes=gf.path.stat().st_size, layer_bytes=lb, mtp_layers=cfg.n_mtp,
+                     has_chat_template=bool(meta.get("tokenizer.chat_template")),
+                     tokenizer=str(meta.get("tokenizer.ggml.model", "")))
+
+
+class App:
+    """Everything one run of the app holds; tests build it the same way `run` does."""
+
+    def __init__(self, args: argparse.Namespace | None = None, start_engine: bool = True, transport_options=None):
+        from PySide6.QtWidgets import QApplication
+
+        from app.chat_store import ChatStore
+        from app.settings import Settings
+        from ui.engine_bridge import EngineBridge
+        from ui.main_window import MainWindow
+        from ui.theme import ThemeManager, app_icon
+
+        self.qapp = QApplication.instance() or QApplication(sys.argv[:1])
+        self.qapp.setApplicationName("Strata Studio")
+        self.qapp.setOrganizationName("Strata Studio")
+        self.qapp.setDesktopFileName("strata-studio")
+        self.qapp.setWindowIcon(app_icon())
+        self.settings = Settings()
+        theme_mode = getattr(args, "theme", None) or self.settings.data.get("theme", "system")
+        self.theme = ThemeManager(self.qapp, theme_mode)
+        self.store = ChatStore()
+        self.bridge = EngineBridge()
+        self.window = MainWindow(self.settings, self.store, self.bridge, probe=probe_model,
+                                 theme_manager=self.theme)
+        for note in self.settings.notes:
+            self.window.statusBar().showMessage(note, 10000)
+        self.config = startup_config(self.settings.engine_config(), args)
+        self.window.settings_panel.set_config(self.config)
+        self._transport_options = transport_options or {}
+        if start_engine:
+            self.window.engine.start(self.config, **self._transport_options)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Close the window (saves layout, marks cut replies), stop the engine, close the store."""
+        self.window.close()
+        self.window.finish()                 # idempotent: closeEvent already did it when the window was shown
+        self.bridge.shutdown().join(timeout)
+        self.store.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    app = App(args)
+    app.window.show()
+    try:
+        return app.qapp.exec()
+    finally:
+        app.close()

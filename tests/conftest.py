@@ -1,0 +1,43 @@
+"""Shared fixtures: headless Qt, a private data directory, and the real models."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Before anything imports Qt or creates a QApplication.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Keep every test away from the user's real settings and chats.
+os.environ.setdefault("STRATA_STUDIO_HOME", tempfile.mkdtemp(prefix="strata-test-home-"))
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smol_path():
+    from engine.model_files import default_model_path
+
+    return default_model_path()
+
+
+@pytest.fixture(scope="session")
+def gemma_file():
+    from engine.model_files import gemma_path
+
+    return gemma_path()
+
+
+@pytest.fixture(scope="session")
+def synthetic(tmp_path_factory):
+    """make(arch, mtp=0, qtype=...) -> path of a tiny synthetic GGUF, written once per session."""
+    from engine.synthetic import make_model
+
+    made = {}
+    root = tmp_path_factory.mktemp("synthetic")
+
+    def make(arch: str, mtp: int = 0, qtype: str = "Q8_0", shape: str = "tiny"):
+        key = (arch, mtp, qtype, shape)
+        if key not in made:
+            made[key] = make_model(arch, shape, root / f"{arch}-{shape}-mtp{mtp}-{qtype}.gguf", mtp=mtp, qtype=qtype)
+        return made[key]
+
+    return make
