@@ -13,11 +13,12 @@ import torch
 from engine import layout
 from engine.config import ModelConfig, model_config
 from engine.drafts import DraftPlan, MtpDrafter
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
 from engine.model_files import resolve_model
 from engine.pipeline import Pipeline
+from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
 from engine.weights import WeightLoader, layer_bytes
@@ -67,6 +68,15 @@ def _cpu_threads(devices: list[str], notes: list[str]) -> None:
         notes.append(f"{n_cpu} CPU stages share {os.cpu_count()} cores: {threads} thread(s) per stage")
 
 
+def check_quant_types(gf: GGUFFile) -> None:
+    """Refuse a file with a tensor type we cannot decode before reading anything else."""
+    for t in gf.tensors.values():
+        try:
+            check_supported(t.qtype)
+        except UnsupportedQuantError as e:
+            raise ModelFileError(gf.path, f"tensor {t.name!r}: {e}") from None
+
+
 def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -74,6 +84,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     progress(0.0, f"reading {Path(path).name}")
     gf = read_gguf(path)
     cfg = model_config(gf)
+    check_quant_types(gf)
     devices = layout.parse_devices(config.devices)
     layout.check_layers(cfg.n_layers, len(devices))
     if config.ctx < 16:

@@ -6,12 +6,37 @@ edit-and-resend, settings changed). ui/chat_controller.py does the engine and th
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from app.chat_store import Message
 from ui.conversation_settings import ConversationSettings
 from ui.message_widget import MessageWidget
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with … instead of widening the layout."""
+
+    def __init__(self, text: str = ""):
+        super().__init__()
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        self._elide()
+
+    def _elide(self) -> None:
+        super().setText(self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40)))
 
 
 class ChatView(QWidget):
@@ -32,7 +57,7 @@ class ChatView(QWidget):
 
         head = QHBoxLayout()
         head.setContentsMargins(12, 8, 12, 4)
-        self.title = QLabel("New chat")
+        self.title = ElidedLabel("New chat")
         self.title.setObjectName("heading")
         head.addWidget(self.title, 1)
         self.settings_toggle = QToolButton()

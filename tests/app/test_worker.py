@@ -7,7 +7,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -17,7 +16,7 @@ import zmq
 from app.engine_client import EngineClient, EngineDead, EngineFailure, connect_worker
 from app.engine_process import WorkerTransport
 from engine.messages import (PROTOCOL_VERSION, AddRequest, Configure, EngineConfig, ErrorReply, Hello, Ping,
-                             PromptProgress, RequestDone, SamplingParams, Telemetry, TokenDelta, decode_out, encode)
+                             PromptProgress, SamplingParams, Telemetry, TokenDelta, decode_out, encode)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEFAULT = EngineConfig(model="default", parallel=2)

@@ -43,8 +43,10 @@ def wait_until(qtbot, cond, timeout_s: float = 60.0, what: str = "condition"):
 
 def wait_ready(qtbot, app, timeout_s: float = LOAD_TIMEOUT_S):
     """Until the engine has a model (or the app shows an engine error, which fails the test)."""
+    seen = len(app.window.engine.errors)
+
     def ok():
-        errs = app.window.engine.errors
+        errs = app.window.engine.errors[seen:]
         assert not errs, f"engine error while waiting for the model: {errs}"
         return app.bridge.state in ("ready", "busy") and app.window.engine.ready is not None
     return wait_until(qtbot, ok, timeout_s, "the engine to load the model")

@@ -1,0 +1,33 @@
+"""`strata make-model`: a GGUF with random but valid weights, for tests and GPU benchmarks."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from engine.synthetic import ARCHS, QTYPES, SHAPES, make_model
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", required=True, choices=ARCHS)
+    p.add_argument("--shape", default="tiny", choices=list(SHAPES))
+    p.add_argument("--mtp", type=int, default=0, help="number of nextn (MTP) layers after the trunk")
+    p.add_argument("--qtype", default="Q8_0", help="one of " + ", ".join(QTYPES))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty() and time.perf_counter() - last[0] > 0.5:
+            last[0] = time.perf_counter()
+            print(f"\r{done / total:6.1%} of {total / 2**20:,.0f} MiB", end="", file=sys.stderr)
+
+    path = make_model(args.arch, args.shape, args.out, mtp=args.mtp, qtype=args.qtype, seed=args.seed,
+                      progress=progress)
+    size = path.stat().st_size
+    print(f"\nwrote {path} ({size / 2**20:,.1f} MiB) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return 0

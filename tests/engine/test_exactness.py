@@ -1,0 +1,75 @@
+"""DESIGN.md invariant 1: a slot's tokens do not depend on the slot count, group layout, layer split,
+piped MTP depth or the other requests in flight. Checked with `strata batch-test` itself."""
+from __future__ import annotations
+
+import pytest
+
+from app.cli import main
+
+
+def batch_test(capsys, *args) -> tuple[int, str]:
+    rc = main(["batch-test", *map(str, args)])
+    out = capsys.readouterr().out
+    return rc, out
+
+
+def assert_identical(rc: int, out: str, n: int) -> None:
+    lines = [line for line in out.splitlines() if line.startswith("slot ")]
+    assert len(lines) == n, out
+    assert all("IDENTICAL" in line for line in lines), out
+    assert rc == 0
+
+
+# (arch, devices, split, parallel, groups, piped, spec, temperature)
+SYNTHETIC_LAYOUTS = [
+    ("qwen3moe", "cpu,cpu", "auto", 4, 2, 0, 1, 0.0),
+    ("qwen3moe", "cpu,cpu", "auto", 4, 2, 2, 1, 0.9),
+    ("llama", "cpu,cpu,cpu", "2,4", 3, 3, 3, 1, 0.0),
+    ("llama", "cpu", "auto", 4, 1, 0, 4, 0.8),
+    ("gemma3", "cpu,cpu", "3", 2, 2, 1, 1, 0.7),
+    ("qwen3", "cpu,cpu", "auto", 4, 1, 0, 3, 0.0),
+]
+
+
+@pytest.mark.parametrize("arch,devices,split,parallel,groups,piped,spec,temp", SYNTHETIC_LAYOUTS)
+def test_synthetic_layouts_identical(capsys, synthetic, arch, devices, split, parallel, groups, piped, spec, temp):
+    path = synthetic(arch, mtp=1)
+    rc, out = batch_test(capsys, "--model", path, "--devices", devices, "--layer-split", split,
+                         "--parallel", parallel, "--batch-groups", groups, "--piped-mtp", piped, "--spec", spec,
+                         "--max-tokens", 20, "--temperature", temp, "--seed", 11)
+    assert_identical(rc, out, parallel)
+    if piped or spec > 1:
+        assert "drafts 0/0" not in out and "(drafts" in out, "drafts were not offered: " + out
+
+
+@pytest.mark.slow
+def test_default_model_two_stages_two_groups(capsys):
+    rc, out = batch_test(capsys, "--parallel", 4, "--batch-groups", 2, "--devices", "cpu,cpu",
+                         "--max-tokens", 24)
+    assert_identical(rc, out, 4)
+
+
+@pytest.mark.slow
+def test_default_model_lookup_drafts_sampled(capsys):
+    rc, out = batch_test(capsys, "--parallel", 3, "--devices", "cpu,cpu,cpu", "--layer-split", "10,20",
+                         "--draft", "lookup", "--spec", 4, "--piped-mtp", 3, "--max-tokens", 24,
+                         "--temperature", 0.8, "--seed", 4)
+    assert_identical(rc, out, 3)
+
+
+def test_batch_test_reports_a_mismatch(capsys, synthetic, monkeypatch):
+    """The checker can fail: perturb one sampled draw in the batched run only and it must say DIFFERS."""
+    import app.cmd_batch_test as bt
+
+    real = bt.requests
+
+    def skewed(n, sp, tag):
+        reqs = real(n, sp, tag)
+        if tag == "b":
+            reqs[1].sampling.seed += 1000
+        return reqs
+
+    monkeypatch.setattr(bt, "requests", skewed)
+    rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 12,
+                         "--temperature", 1.0)
+    assert rc == 2 and "DIFFERS at" in out, out

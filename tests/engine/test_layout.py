@@ -1,0 +1,74 @@
+"""Layer splits, devices and groups: `auto`, and bad layouts refused with a message saying what to change."""
+from __future__ import annotations
+
+import pytest
+
+from engine import layout
+from engine.errors import ConfigError, OutOfMemoryError
+from engine.loader import load_model
+from engine.messages import EngineConfig
+
+
+def test_explicit_split():
+    assert layout.parse_split("16,24", 32, 3) == [0, 16, 24]
+    assert layout.parse_split("auto", 32, 3) is None
+
+
+@pytest.mark.parametrize("spec,stages,needle", [
+    ("24,16", 3, "not increasing"),
+    ("16,16", 3, "not increasing"),
+    ("40", 2, "out of range"),
+    ("8", 3, "gives 2 stages but --devices lists 3"),
+    ("a,b", 3, "not a list of layer numbers"),
+])
+def test_bad_splits(spec, stages, needle):
+    with pytest.raises(ConfigError, match=needle):
+        layout.parse_split(spec, 32, stages)
+
+
+def test_auto_split_balances_bytes():
+    starts = layout.auto_split([10] * 30, [1, 1], first_extra=0, last_extra=0)
+    assert starts == [0, 15]
+    starts = layout.auto_split([10] * 30, [1, 3], first_extra=0, last_extra=0)
+    assert 6 <= starts[1] <= 9
+    # the head on the last stage counts against it
+    assert layout.auto_split([10] * 30, [1, 1], first_extra=0, last_extra=100)[1] > 15
+
+
+def test_devices():
+    assert layout.parse_devices("cpu,cpu") == ["cpu", "cpu"]
+    with pytest.raises(ConfigError, match="does not exist"):
+        layout.parse_devices("cuda:7")
+    with pytest.raises(ConfigError, match="unknown device"):
+        layout.parse_devices("tpu")
+
+
+def test_groups():
+    assert layout.slot_groups(4, "auto", 2).groups == [[0, 1], [2, 3]]
+    note = layout.slot_groups(3, "auto", 2)
+    assert note.groups == [[0, 1, 2]] and "do not divide" in note.note
+    with pytest.raises(ConfigError, match="does not divide"):
+        layout.slot_groups(4, "3", 2)
+
+
+def test_more_stages_than_layers(synthetic):
+    with pytest.raises(ConfigError, match="only 6 layers"):
+        load_model(EngineConfig(model=str(synthetic("llama")), devices=",".join(["cpu"] * 7)))
+
+
+def test_stage_that_does_not_fit(synthetic, monkeypatch):
+    monkeypatch.setattr(layout, "free_bytes", lambda dev: 1000)
+    with pytest.raises(OutOfMemoryError, match="stage 0 \\(cpu\\) needs"):
+        load_model(EngineConfig(model=str(synthetic("llama"))))
+
+
+def test_effective_config_reports_layout(synthetic):
+    m = load_model(EngineConfig(model=str(synthetic("llama", mtp=1)), devices="cpu,cpu", layer_split="2",
+                                parallel=3, piped_mtp=2))
+    try:
+        eff = m.effective
+        assert [(s.first_layer, s.end_layer) for s in eff.stages] == [(0, 2), (2, 6)]
+        assert eff.groups == [[0, 1, 2]] and any("do not divide" in f for f in eff.fallbacks)
+        assert eff.mtp_layers == 1 and eff.piped_mtp == 2 and eff.stages[-1].has_head
+    finally:
+        m.pipeline.close()
