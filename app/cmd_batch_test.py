@@ -58,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
     reference = {}
     with LocalEngine(solo) as eng:
         for r in requests(cfg.parallel, sp, "s"):
-            reference[r.request_id[1:]] = run_together(eng, [r])[r.request_id].tokens
+            o = run_together(eng, [r])[r.request_id]
+            if o.done.finish_reason == "error":
+                print(f"reference run failed: {o.done.error}", file=sys.stderr)
+                return 1
+            reference[r.request_id[1:]] = o.tokens
     with LocalEngine(cfg) as eng:
         eff = eng.ready.config
         together = run_together(eng, requests(cfg.parallel, sp, "b"))
@@ -67,9 +71,13 @@ def run(args: argparse.Namespace) -> int:
           f"spec {eff.spec} piped-mtp {eff.piped_mtp}, T={args.temperature} seed={args.seed}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
-    mismatch = False
+    mismatch = failed = False
     for i in range(cfg.parallel):
         o = together[f"b{i}"]
+        if o.done.finish_reason == "error":
+            failed = True
+            print(f"slot {o.done.slot}: ERROR {o.done.error}")
+            continue
         k = first_difference(reference[str(i)], o.tokens)
         acc = f" (drafts {o.done.drafts_accepted}/{o.done.drafts_offered})" if o.done.drafts_offered else ""
         if k is None:
@@ -78,4 +86,4 @@ def run(args: argparse.Namespace) -> int:
             mismatch = True
             print(f"slot {o.done.slot}: DIFFERS at {k}{acc}")
     sys.stdout.flush()
-    return 2 if mismatch else 0
+    return 1 if failed else 2 if mismatch else 0

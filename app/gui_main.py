@@ -87,7 +87,7 @@ class App:
         self.window = MainWindow(self.settings, self.store, self.bridge, probe=probe_model,
                                  theme_manager=self.theme)
         for note in self.settings.notes:
-            self.window.statusBar().showMessage(note, 10000)
+            self.window.flash(note, 15000)
         self.config = startup_config(self.settings.engine_config(), args)
         self.window.settings_panel.set_config(self.config)
         self._transport_options = transport_options or {}

@@ -181,6 +181,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         return r.config.model_name or r.model.name
 
     def admit(r) -> None:
+        max_queue = app.state.max_queue                    # may be changed while serving
         limit = r.config.parallel + max_queue
         if http.in_flight >= limit:
             http.rejected += 1
@@ -243,7 +244,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         return {"object": "list", "data": [{"id": model_id(r), "object": "model", "created": int(time.time()),
                                             "owned_by": "strata", "meta": meta}]}
 
-    add_monitoring_routes(app, client, http, lambda: max_queue)
+    add_monitoring_routes(app, client, http, lambda: app.state.max_queue)
     return app
 
 

@@ -113,7 +113,8 @@ class Guard:
         if self.key and path != "/health" and not self._authorized(scope):
             self.http.count(endpoint, 401)
             resp = error_response(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                                  "authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+                                  "authentication_error", code="invalid_api_key",
+                                  headers={"WWW-Authenticate": "Bearer"})
             return await resp(scope, receive, send)
         status = [500]
 

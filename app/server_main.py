@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="address to bind (default loopback only; 0.0.0.0 exposes it to the network)")
     g.add_argument("--port", type=int, default=8080, help="0 = any free port (printed)")
     g.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None,
-                   help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (env {API_KEY_ENV})")
+                   help=f"require 'Authorization: Bearer KEY' on every endpoint but /health "
+                        f"(better: env {API_KEY_ENV}; a command line is visible to other local users)")
     g.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                    help="requests that may wait for a slot; beyond that the server answers 503")
     g.add_argument("--max-restarts", type=int, default=3, help="engine crashes to recover from before giving up")

@@ -78,9 +78,9 @@ class MtpDrafter:
         self.ctx = ctx
 
     def _rows(self, hidden: torch.Tensor, next_tokens: list[int], slots: list[int], pos: list[int]):
-        e = self.embedding.rows(torch.tensor(next_tokens, device=self.device)).to(self.dtype) * self.cfg.embed_scale
+        e = self.embedding.rows(torch.tensor(next_tokens, device=self.device)).float() * self.cfg.embed_scale
         x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps),
-                       rms_norm(hidden.to(self.dtype), self.w.hnorm, self.cfg.norm_eps)), dim=-1)
+                       rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps)), dim=-1)
         x = self.w.eh_proj.linear(x)
         tile = Tile(torch.tensor(slots, device=self.device), torch.tensor(pos, device=self.device), len(slots))
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)

@@ -17,6 +17,8 @@ KEY_BLOCK = 64
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm computed in float32 (the residual stream is float32 on every device)."""
+    x = x.float()
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
@@ -48,9 +50,14 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     q [T, H, hd]; k_cache/v_cache [slots, ctx, kvh, hd]; slot/pos [T] (long). `window` > 0 limits each
     row to the last `window` positions (sliding-window layers). Returns [T, H, hd].
     """
+    if q.is_cuda:
+        from engine.kernels.attention import tile_attention
+
+        return tile_attention(q, k_cache, v_cache, slot, pos, window, scale).to(q.dtype)
     T, H, hd = q.shape
     kvh = k_cache.shape[2]
     g = H // kvh
+    out_dtype, q = q.dtype, q.float()
     qg = (q * scale).view(T, kvh, g, hd)
     pos_hi = int(pos.max())
     lo = max(0, int(pos.min()) - window + 1) if window else 0
@@ -61,8 +68,8 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     for start in range(lo // KEY_BLOCK * KEY_BLOCK, pos_hi + 1, KEY_BLOCK):
         kpos = start + offs
         idx = kpos.clamp(max=k_cache.shape[1] - 1)
-        kb = k_cache[slot[:, None], idx[None, :]]            # [T, B, kvh, hd]
-        vb = v_cache[slot[:, None], idx[None, :]]
+        kb = k_cache[slot[:, None], idx[None, :]].float()    # [T, B, kvh, hd]
+        vb = v_cache[slot[:, None], idx[None, :]].float()
         s = torch.matmul(qg, kb.permute(0, 2, 3, 1))          # [T, kvh, g, B]
         ok = kpos[None, :] <= pos[:, None]
         if window:
@@ -75,7 +82,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         l = l * alpha + p.sum(-1, keepdim=True)
         acc = acc * alpha + torch.matmul(p, vb.permute(0, 2, 1, 3))
         m = m_new
-    return (acc / l).reshape(T, H, hd)
+    return (acc / l).reshape(T, H, hd).to(out_dtype)
 
 
 def glu(gate: torch.Tensor, up: torch.Tensor, gelu: bool) -> torch.Tensor:

@@ -1,10 +1,13 @@
 """Stage: one device, a contiguous range of layers, and the KV cache of those layers for every slot."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from engine.block import Tile, run_block
 from engine.config import ModelConfig
+from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables
 from engine.weights import WeightLoader
 
@@ -27,6 +30,9 @@ class Stage:
         self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.layers]
         bases = {cfg.layer_rope_base(i) for i in range(first, end)}
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
+        # MoE routing picks experts on the host, so only dense models replay a captured graph
+        self.use_graph = self.device.type == "cuda" and not cfg.is_moe and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
+        self._graph: TileGraph | None = None
 
     @property
     def weight_bytes(self) -> int:
@@ -42,12 +48,19 @@ class Stage:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embedding.rows(tokens.to(self.device)).to(self.dtype)
+        x = self.embedding.rows(tokens.to(self.device)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         x = x.to(self.device)
-        tile = Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real)
+        if self.use_graph:
+            if self._graph is None:
+                self._graph = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
+                                        x.shape[0], self.cfg.n_embd, self.scratch_slot, self.device)
+            return self._graph.run(x, tile.slot, tile.pos)
+        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real))
+
+    def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         for j, lw in enumerate(self.layers):
             layer = self.first + j
             x = run_block(lw, self.cfg, layer, x, tile, self.k[j], self.v[j], self.rope[self.cfg.layer_rope_base(layer)])

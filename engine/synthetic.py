@@ -196,8 +196,10 @@ def _typed(value) -> tuple[object, V, V | None]:
 
 @lru_cache(maxsize=1)
 def tokenizer_metadata() -> dict[str, tuple[object, V, V | None]]:
-    """Every `tokenizer.*` key of the default model, typed for GGUFWriter."""
-    meta = read_gguf(default_model_path()).metadata
+    """Every `tokenizer.*` key of the default model (or of the GGUF named by STRATA_TOKENIZER_FROM, for
+    machines without the default model), typed for GGUFWriter."""
+    source = os.environ.get("STRATA_TOKENIZER_FROM") or default_model_path()
+    meta = read_gguf(source).metadata
     return {key: _typed(value) for key, value in meta.items() if key.startswith("tokenizer.")}
 
 

@@ -44,6 +44,9 @@ SHAPES: dict[str, Shape] = {
     # Tests of K-quants: every matrix row is a multiple of 256, so Q4_K / Q6_K need no fallback.
     "small": Shape(n_layer=6, d_model=256, n_head=4, n_head_kv=2, head_dim=64, ffn=512, context=4096,
                    rope_base=10000.0, n_expert=8, n_expert_used=2, expert_ffn=256, sliding_window=64),
+    # SmolLM2-135M's shape (the bundled default model), for GPU speed runs where the real file can't travel.
+    "smollm2-135m": Shape(n_layer=30, d_model=576, n_head=9, n_head_kv=3, head_dim=64, ffn=1536, context=8192,
+                          rope_base=100000.0),
     "llama-3-8b": Shape(n_layer=32, d_model=4096, n_head=32, n_head_kv=8, head_dim=128, ffn=14336,
                         context=8192, rope_base=500000.0, sliding_window=4096),
     "qwen3-30b-a3b": Shape(n_layer=48, d_model=2048, n_head=32, n_head_kv=4, head_dim=128, ffn=6144,

@@ -62,18 +62,24 @@ class WeightLoader:
     def has(self, name: str) -> bool:
         return name in self.gf.tensors
 
-    def matrix(self, name: str, device) -> QuantTensor:
+    def matrix(self, name: str, device, dense: bool = True) -> QuantTensor:
+        """A weight matrix on `device`. On CPU (dense=True) its dequantized copy is made now, so load time
+        is honest and the first window does not pay for it."""
         if name not in self.gf.tensors:
             raise ModelFileError(self.gf.path, f"missing tensor {name!r}")
         try:
-            return QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
+            qt = QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
+            if dense and qt.device.type == "cpu":
+                for m in ([qt] if len(qt.shape) == 2 else [qt.expert(e) for e in range(qt.shape[0])]):
+                    m.dense_weight()
+            return qt
         except ModelFileError:
             raise
         except Exception as e:  # UnsupportedQuantError and friends: name the file
             raise ModelFileError(self.gf.path, f"tensor {name!r}: {e}") from None
 
     def vector(self, name: str, device) -> torch.Tensor:
-        return self.matrix(name, "cpu").dequantize().float().reshape(-1).to(device)
+        return self.matrix(name, "cpu", dense=False).dequantize().float().reshape(-1).to(device)
 
     def layer(self, i: int, device) -> LayerWeights:
         p = f"blk.{i}."
@@ -98,7 +104,7 @@ class WeightLoader:
         return lw
 
     def embedding(self, device) -> QuantTensor:
-        return self.matrix("token_embd.weight", device)
+        return self.matrix("token_embd.weight", device, dense=False)   # rows are decoded as looked up
 
     def head(self, device) -> HeadWeights:
         name = "token_embd.weight" if self.cfg.tied_embeddings else "output.weight"

@@ -1,7 +1,7 @@
 """The main window: conversations | chat | (monitor, settings), status bar, shortcuts, layout memory."""
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget
 
@@ -11,7 +11,7 @@ from ui import theme
 from ui.chat_controller import ChatController
 from ui.chat_view import ChatView
 from ui.conversation_list import ConversationList
-from ui.engine_controller import EngineController
+from ui.engine_controller import EngineController, model_label
 from ui.monitor import MonitorView
 from ui.settings_panel import SettingsPanel
 
@@ -40,16 +40,20 @@ class MainWindow(QMainWindow):
         self.splitter.setChildrenCollapsible(False)
         self.setCentralWidget(self.splitter)
 
-        self.state_label = QLabel()
-        self.model_label = QLabel()
-        self.speed_label = QLabel()
-        self.statusBar().addWidget(self.state_label)
-        self.statusBar().addWidget(self.model_label)
+        # permanent widgets only: showMessage() would hide the engine state while a message shows
+        self.state_label, self.model_label, self.note_label, self.speed_label = QLabel(), QLabel(), QLabel(), QLabel()
+        self.note_label.setObjectName("muted")
+        self.statusBar().addPermanentWidget(self.state_label)
+        self.statusBar().addPermanentWidget(self.model_label)
+        self.statusBar().addPermanentWidget(self.note_label, 1)
         self.statusBar().addPermanentWidget(self.speed_label)
+        self._note_timer = QTimer(self)
+        self._note_timer.setSingleShot(True)
+        self._note_timer.timeout.connect(lambda: self.note_label.setText(""))
 
         self.chats = ChatController(store, settings, bridge, self.chat, self.conversations)
         self.engine = EngineController(bridge, settings, self)
-        self.chats.message.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        self.chats.message.connect(lambda m: self.flash(m, 8000))
         self.engine.titleChanged.connect(self._set_title)
         self.engine.showSettings.connect(self.show_settings)
         self.settings_panel.applyRequested.connect(self.engine.apply)
@@ -119,8 +123,13 @@ class MainWindow(QMainWindow):
         self.settings_panel.model_picker.set_recent(self.settings.recent_models)
         self.monitor.reset()
         n_fb = len(ready.config.fallbacks)
-        self.statusBar().showMessage(f"Loaded {ready.model.name} in {ready.load_seconds:.1f} s"
-                                     + (f" — {n_fb} fallback(s), see Settings" if n_fb else ""), 10000)
+        self.flash(f"Loaded {model_label(ready.config.model_path)} in {ready.load_seconds:.1f} s"
+                   + (f" — {n_fb} fallback(s), see Settings" if n_fb else ""), 10000)
+
+    def flash(self, text: str, ms: int = 8000) -> None:
+        """A passing note in the status bar (the engine state stays visible)."""
+        self.note_label.setText(text)
+        self._note_timer.start(ms)
 
     def _on_error(self, err) -> None:
         if not getattr(err, "request_id", ""):

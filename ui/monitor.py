@@ -43,6 +43,7 @@ class MonitorView(QWidget):
         self.plots: dict[str, pg.PlotWidget] = {}
         self.notes: dict[str, pg.TextItem] = {}     # "no data" text per plot
         self._curve_plot: dict[str, str] = {}
+        self._curve_index: dict[str, int] = {}
         self._drawn_version = -1
         self.redraws = 0
         lay = QVBoxLayout(self)
@@ -61,29 +62,27 @@ class MonitorView(QWidget):
             pw.setLabel("bottom", "seconds")
             pw.setMinimumHeight(130)
             pw.showGrid(x=True, y=True, alpha=0.2)
-            pw.setXRange(-VIEW_S, 0, padding=0)
+            pw.setXRange(-VIEW_S, 0, padding=0.02)
             pw.setMouseEnabled(x=False, y=False)
             pw.setMenuEnabled(False)
             pw.hideButtons()
-            if yr is not None:
-                pw.setYRange(*yr, padding=0)
-            else:
-                pw.enableAutoRange(axis="y")
+            pw.setYRange(*(yr or (0, 1)), padding=0.03)     # auto plots: 0..max, set on redraw
             pw.getPlotItem().addLegend(offset=(4, 4), labelTextSize="8pt", verSpacing=-6)
             self.plots[key] = pw
             note = pg.TextItem("", color=theme.current().muted, anchor=(0.5, 0.5))
             note.setPos(-VIEW_S / 2, (yr[1] / 2) if yr else 0.5)
             pw.addItem(note, ignoreBounds=True)
             self.notes[key] = note
-            grid.addWidget(pw, i // 2, i % 2)
+            grid.addWidget(pw, i // 2, i % 2, 1, 2 if key == "mem" else 1)
         self.table = QTableWidget(0, 6)
         self.table.setHorizontalHeaderLabels(["Slot", "Group", "State", "Progress", "Tokens", "tok/s"])
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setMinimumHeight(130)
-        grid.addWidget(self.table, 2, 1)
+        self.table.setMinimumHeight(90)
+        self.table.setMaximumHeight(190)
+        grid.addWidget(self.table, 3, 0, 1, 2)
         lay.addLayout(grid, 1)
         self.timer = QTimer(self)                     # the one redraw timer
         self.timer.setInterval(REDRAW_MS)
@@ -105,7 +104,15 @@ class MonitorView(QWidget):
         self._drawn_version = -1
 
     def apply_theme(self, t) -> None:
-        for pw in self.plots.values():
+        for name, c in self.curves.items():
+            c.setPen(self._pen(name, self._curve_index[name]))
+        for key, pw in self.plots.items():
+            self.notes[key].setColor(t.muted)
+            legend = pw.getPlotItem().legend
+            if legend is not None:
+                legend.setLabelTextColor(t.fg)
+                for _sample, label in legend.items:            # setLabelTextColor does not re-render
+                    label.setText(label.text, color=t.fg)
             pw.setBackground(t.surface)
             for ax in ("left", "bottom"):
                 pw.getAxis(ax).setPen(t.muted)
@@ -117,16 +124,24 @@ class MonitorView(QWidget):
     def _curve(self, plot_key: str, name: str, index: int) -> pg.PlotDataItem:
         c = self.curves.get(name)
         if c is None:
-            width = 2.5 if name in ("accept", "tok_s") else 1.6
-            pen = pg.mkPen(theme.current().series(index), width=width)
-            if name in ("accept", "tok_s"):
-                pen = pg.mkPen(theme.current().fg, width=width)
-            c = self.plots[plot_key].plot([], [], pen=pen, name=_label(name, self.data), connect="finite")
+            c = self.plots[plot_key].plot([], [], pen=self._pen(name, index), name=_label(name, self.data),
+                                          connect="finite")
+            self._curve_index[name] = index
+            legend = self.plots[plot_key].getPlotItem().legend
+            if legend is not None:
+                legend.setLabelTextColor(theme.current().fg)
             c.setDownsampling(auto=True, method="peak")
             c.setClipToView(True)
             self.curves[name] = c
             self._curve_plot[name] = plot_key
         return c
+
+    @staticmethod
+    def _pen(name: str, index: int):
+        t = theme.current()
+        if name in ("accept", "tok_s"):                 # the totals: thick, in the text colour
+            return pg.mkPen(t.fg, width=2.5)
+        return pg.mkPen(t.series(index), width=1.6)
 
     def redraw(self) -> None:
         if self.data.version == self._drawn_version or not self.isVisible():
@@ -138,12 +153,16 @@ class MonitorView(QWidget):
             names = []
             for p in prefixes:
                 names += [p] if not p.endswith(":") else self.data.names(p)
-            finite = 0
+            finite, top = 0, 0.0
             for i, name in enumerate(n for n in names if n in self.data.data.series):
                 y = self.data.series(name)
                 self._curve(key, name, i).setData(x[-len(y):] if len(y) else y, y)
-                finite += int(np.isfinite(y).sum())
+                ok = np.isfinite(y)
+                finite += int(ok.sum())
+                top = max(top, float(y[ok].max())) if ok.any() else top
             self.notes[key].setText("" if finite else self._empty_text(key))
+            if _yr is None:                              # from zero, so a flat line does not look like a cliff
+                self.plots[key].setYRange(0, max(top * 1.15, 1e-3 if key == "mem" else 1.0), padding=0.03)
         self.totals.setText(self.data.totals_text() + self._memory_text())
         self._fill_table()
 

@@ -20,7 +20,7 @@ def effective_html(ready: Ready) -> str:
     """The effective configuration as rich text; fallbacks in the warning colour."""
     t, c, m = theme.current(), ready.config, ready.model
     rows = [("Model", f"{html.escape(c.model_name)} ({c.arch}, {c.n_layers} layers)"),
-            ("File", html.escape(c.model_path))]
+            ("File", html.escape(c.model_path).replace("/", "/\u200b"))]     # may wrap after each /
     for s in c.stages:
         head = " + output head" + (", MTP drafter" if c.mtp_layers else "") if s.has_head else ""
         rows.append((f"Stage {s.index}", f"{s.device}: layers {s.first_layer}–{s.end_layer - 1}{head} · "
@@ -115,6 +115,7 @@ class SettingsPanel(QWidget):
         df.addRow("Piped MTP depth", self.piped_mtp)
         self.mtp_note = QLabel("")
         self.mtp_note.setObjectName("muted")
+        self.mtp_note.setWordWrap(True)
         df.addRow("", self.mtp_note)
         lay.addWidget(draft_box)
 

@@ -92,7 +92,10 @@ class SplitEditor(QWidget):
     def set_config(self, devices: str, layer_split: str) -> None:
         self.devices = [d.strip() for d in devices.split(",") if d.strip()] or ["cpu"]
         auto = layer_split.strip() in ("", "auto")
-        self.bounds = [] if auto else [int(x) for x in layer_split.split(",") if x.strip()]
+        try:
+            self.bounds = [] if auto else [int(x) for x in layer_split.split(",") if x.strip()]
+        except ValueError:
+            auto, self.bounds = True, []
         self._sync = True
         self.auto.setChecked(auto or len(self.bounds) != len(self.devices) - 1)
         self.n_stages.setValue(len(self.devices))
@@ -210,21 +213,22 @@ class SplitEditor(QWidget):
             mem.setWordWrap(True)
             swatch = QLabel("■")
             swatch.setStyleSheet(f"color: {theme.current().series(s)}; font-size: 16px;")
-            for col, w in enumerate((swatch, QLabel(f"Stage {s}"), combo, spin, mem)):
-                self.grid.addWidget(w, s, col)
+            for col, w in enumerate((swatch, QLabel(f"Stage {s}"), combo, spin)):
+                self.grid.addWidget(w, 2 * s, col)
+            self.grid.addWidget(mem, 2 * s + 1, 1, 1, 4)
             self.rows.append((combo, spin, mem))
         self.grid.setColumnStretch(4, 1)
         self._refresh()
 
     def _refresh(self) -> None:
-        self._sync = True
+        prev, self._sync = self._sync, True
         try:
             edges = [0, *self.bounds, self.n_layers]
             for s, (combo, spin, mem) in enumerate(self.rows):
                 spin.setValue(edges[s] if s < len(edges) else 0)
                 spin.setReadOnly(self.auto.isChecked())
         finally:
-            self._sync = False
+            self._sync = prev
         pred, edges = self.predicted(), [0, *self.bounds, self.n_layers]
         free = {d.id: d.total_bytes for d in self.available}
         for s, (_c, _sp, mem) in enumerate(self.rows):

@@ -27,6 +27,7 @@ class Theme:
     muted: str
     border: str
     accent: str
+    button: str           # filled buttons (white text on it)
     user_bubble: str
     assistant_bubble: str
     code_bg: str
@@ -39,10 +40,10 @@ class Theme:
 
 
 LIGHT = Theme(False, bg="#f6f7f9", surface="#ffffff", fg="#1d2329", muted="#68717c", border="#d5dae0",
-              accent="#2f6fdd", user_bubble="#e4edfc", assistant_bubble="#ffffff", code_bg="#f0f2f5",
+              accent="#2f6fdd", button="#2f6fdd", user_bubble="#e4edfc", assistant_bubble="#ffffff", code_bg="#f0f2f5",
               warn="#a35f00", error="#c62828", ok="#2e7d32")
 DARK = Theme(True, bg="#1c1f24", surface="#252930", fg="#e3e6ea", muted="#9aa3ad", border="#3a404a",
-             accent="#6ea0ff", user_bubble="#2b3a55", assistant_bubble="#252930", code_bg="#16181c",
+             accent="#6ea0ff", button="#3763c4", user_bubble="#2b3a55", assistant_bubble="#252930", code_bg="#16181c",
              warn="#f0b050", error="#ff6b6b", ok="#66bb6a")
 
 

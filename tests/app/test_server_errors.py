@@ -13,11 +13,27 @@ import pytest
 
 from app.engine_client import connect_worker
 from app.server import ServerThread
-from tests.app.test_server import CONFIG, all_idle, engine, server, wait_until  # noqa: F401  (fixtures)
+from engine.messages import RequestDone
+from tests.app.test_server import CONFIG, all_idle, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 CHAT = "/v1/chat/completions"
 MSG = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    c = connect_worker(CONFIG, timeout=120)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    s = ServerThread(engine, "127.0.0.1", 0)
+    s.start()
+    yield s
+    s.stop()
 
 
 def error_of(r: httpx.Response, status: int) -> dict:
@@ -133,6 +149,21 @@ def test_queue_bound_gives_503(engine):
         assert httpx.post(s.url + CHAT, json={"messages": MSG, "max_tokens": 2}, timeout=60).status_code == 200
     finally:
         s.stop()
+
+
+def test_disconnect_while_queued_cancels_before_any_slot(server, engine):
+    aborted = []
+    engine.add_listener(lambda m: isinstance(m, RequestDone) and m.finish_reason == "abort" and aborted.append(m))
+    body = {"messages": MSG, "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", server.url + CHAT, json=body, timeout=60) as a, \
+            httpx.stream("POST", server.url + CHAT, json=body, timeout=60) as b:
+        assert a.status_code == b.status_code == 200                             # both slots taken
+        with pytest.raises(httpx.ReadTimeout):                                    # waits in the queue, gives up
+            httpx.post(server.url + CHAT, json={"messages": MSG, "max_tokens": 4}, timeout=1.0)
+        wait_until(lambda: len(aborted) == 1, timeout=3)
+        assert aborted[0].completion_tokens == 0                                  # it never ran
+        assert httpx.get(server.url + "/slots").json()["in_flight"] == 2
+    wait_until(lambda: all_idle(server))
 
 
 def test_loading_then_ready_then_dead_engine():

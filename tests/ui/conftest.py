@@ -86,7 +86,12 @@ def send(qtbot, app, text: str):
     """Type `text` in the composer and press Ctrl+Enter, as a user would."""
     from PySide6.QtCore import Qt
 
+    from PySide6.QtWidgets import QApplication
+
     w = app.window
+    if QApplication.activeWindow() is not w:           # e.g. just after a dialog closed (shortcuts need it)
+        w.activateWindow()
+        wait_until(qtbot, lambda: QApplication.activeWindow() is w, 5, "the window to be active")
     w.chat.composer.setFocus()
     w.chat.composer.setPlainText(text)
     qtbot.keyClick(w.chat.composer, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
