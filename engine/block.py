@@ -51,7 +51,7 @@ def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
         rows, ks = (sel == e).nonzero(as_tuple=True)
         x = h[rows]
         y = lw.down_exps.expert(e).linear(glu(lw.gate_exps.expert(e).linear(x), lw.up_exps.expert(e).linear(x), False))
-        ys[rows, ks] = y
+        ys[rows, ks] = y.to(ys.dtype)
     out = ys[:, 0] * w[:, :1]
     for j in range(1, cfg.n_expert_used):
         out = out + ys[:, j] * w[:, j:j + 1]
