@@ -17,13 +17,13 @@ from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
 from engine.model_files import resolve_model
-from engine.pipeline import Pipeline
+from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
 from engine.weights import WeightLoader, layer_bytes
 
-TILE_ROWS = {"cpu": 16, "cuda": 16}   # rows per tile: fixed per device kind (row-invariant numerics)
+TILE_SIZES = {"cpu": TileSizes(prompt=16, decode=1), "cuda": TileSizes(prompt=16, decode=16)}
 PROMPT_CHUNK = 64                      # prompt rows a slot reads per window
 
 
@@ -131,8 +131,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp), drafter is not None)
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
-    tile = TILE_ROWS["cuda" if devices[0].startswith("cuda") else "cpu"]
-    pipeline = Pipeline(stages, tile)
+    pipeline = Pipeline(stages, TILE_SIZES["cuda" if any(d.startswith("cuda") for d in devices) else "cpu"])
     progress(1.0, "ready")
     info = model_info(gf, cfg, tok)
     eff = EffectiveConfig(

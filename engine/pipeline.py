@@ -22,27 +22,50 @@ from engine.block import Tile
 from engine.stage import Stage
 
 
+@dataclass(frozen=True)
+class TileSizes:
+    """Rows per tile for each kind of row. A row's kind depends only on the row itself (is its position
+    inside its request's prompt?), so a row is always computed at the same tile size whatever else runs.
+    CPU: prompt rows in 16-row GEMMs, decode rows one per call (a lone decode is not padded 16-fold).
+    GPU: 16 for both (the kernels are row-invariant at any row count; one size keeps one CUDA graph)."""
+    prompt: int
+    decode: int
+
+
 @dataclass
 class Rows:
-    """The rows of one window, padded to whole tiles. Rows [0, n) are real."""
-    tokens: torch.Tensor      # [N] long
+    """The rows of one window packed into fixed-size tiles: the prompt rows' tiles first, then the
+    decode rows' tiles (a slot's prompt positions always precede its decode positions)."""
+    tokens: torch.Tensor      # [N] long, padded
     slot: torch.Tensor        # [N] long
     pos: torch.Tensor         # [N] long
-    n: int
-    tile_rows: int
+    n: int                    # real rows
+    bounds: list[tuple[int, int, int]]   # (start, size, real rows) of each tile
+    index: list[int]          # padded index of real row i (rows keep their given order within a kind)
 
     @classmethod
-    def build(cls, tokens: list[int], slots: list[int], positions: list[int], tile_rows: int, scratch_slot: int):
-        n = len(tokens)
-        pad = -n % tile_rows
-        return cls(torch.tensor(tokens + [0] * pad, dtype=torch.long),
-                   torch.tensor(slots + [scratch_slot] * pad, dtype=torch.long),
-                   torch.tensor(positions + [0] * pad, dtype=torch.long), n, tile_rows)
+    def build(cls, tokens: list[int], slots: list[int], positions: list[int], sizes: TileSizes,
+              scratch_slot: int, is_prompt: list[bool] | None = None):
+        kinds = is_prompt if is_prompt is not None else [True] * len(tokens)
+        toks, sl, ps, bounds, index = [], [], [], [], [0] * len(tokens)
+        for want, size in ((True, sizes.prompt), (False, sizes.decode)):
+            rows = [i for i, k in enumerate(kinds) if k == want]
+            for a in range(0, len(rows), size):
+                chunk = rows[a:a + size]
+                start = len(toks)
+                for j, i in enumerate(chunk):
+                    index[i] = start + j
+                pad = size - len(chunk)
+                toks += [tokens[i] for i in chunk] + [0] * pad
+                sl += [slots[i] for i in chunk] + [scratch_slot] * pad
+                ps += [positions[i] for i in chunk] + [0] * pad
+                bounds.append((start, size, len(chunk)))
+        t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+        return cls(t(toks), t(sl), t(ps), len(tokens), bounds, index)
 
     def tiles(self):
-        T = self.tile_rows
-        for a in range(0, self.tokens.shape[0], T):
-            yield a, Tile(self.slot[a:a + T], self.pos[a:a + T], max(0, min(T, self.n - a)))
+        for a, size, real in self.bounds:
+            yield a, size, Tile(self.slot[a:a + size], self.pos[a:a + size], real)
 
 
 class BusyMeter:
@@ -69,8 +92,8 @@ class BusyMeter:
 
 
 class Pipeline:
-    def __init__(self, stages: list[Stage], tile_rows: int):
-        self.stages, self.tile_rows = stages, tile_rows
+    def __init__(self, stages: list[Stage], tiles: TileSizes):
+        self.stages, self.tiles = stages, tiles
         self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}") for s in stages]
         self.busy = [BusyMeter() for _ in stages]
         self.streams = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
@@ -100,7 +123,7 @@ class Pipeline:
                 else:
                     x = x.to(stage.device, non_blocking=True)
                 with torch.inference_mode():
-                    outs = [stage.forward(x[a:a + rows.tile_rows], tile) for a, tile in rows.tiles()]
+                    outs = [stage.forward(x[a:a + size], tile) for a, size, tile in rows.tiles()]
                     y = torch.cat(outs) if len(outs) > 1 else outs[0]
                 if k + 1 < len(self.stages):
                     ev = None
@@ -109,7 +132,8 @@ class Pipeline:
                         ev.record(stream)
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
-                    result = finish(y, lambda idx: self._logits(stage, rows, y, idx))
+                    hidden = y[torch.tensor(rows.index, device=y.device)]
+                    result = finish(hidden, lambda idx: self._logits(stage, rows, y, idx))
                     fut.set_result(result)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting scheduler
             if not fut.done():
@@ -120,21 +144,20 @@ class Pipeline:
             self.busy[k].add(t0, time.monotonic())
 
     def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int]) -> torch.Tensor:
-        """Logits for the given rows, computed per whole tile (row-invariant), returned on the CPU."""
-        T = rows.tile_rows
+        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the CPU."""
+        want = {rows.index[i] for i in idx}
         out = {}
         with torch.inference_mode():
-            for a in sorted({i // T * T for i in idx}):
-                lg = stage.logits(y[a:a + T]).cpu()
-                for i in idx:
-                    if a <= i < a + T:
-                        out[i] = lg[i - a]
-        return torch.stack([out[i] for i in idx]) if idx else torch.empty(0)
+            for a, size, _ in rows.bounds:
+                if any(a <= p < a + size for p in want):
+                    lg = stage.logits(y[a:a + size]).cpu()
+                    out.update({p: lg[p - a] for p in want if a <= p < a + size})
+        return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)
 
     def score(self, tokens: list[int], slot: int = 0, start: int = 0) -> torch.Tensor:
         """Logits [n, vocab] at every row of one slot's tokens (tests and scoring; uses the slot's KV)."""
         rows = Rows.build(tokens, [slot] * len(tokens), list(range(start, start + len(tokens))),
-                          self.tile_rows, self.scratch_slot)
+                          self.tiles, self.scratch_slot)
         return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens))))).result()
 
     def close(self) -> None:

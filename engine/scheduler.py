@@ -140,7 +140,8 @@ class Scheduler:
             s.in_flight = True
         if not parts:
             return
-        rows = Rows.build(tokens, slots, poss, self.pipeline.tile_rows, self.pipeline.scratch_slot)
+        is_prompt = [p < self.slots[sl].seq.prompt_len for sl, p in zip(slots, poss)]
+        rows = Rows.build(tokens, slots, poss, self.pipeline.tiles, self.pipeline.scratch_slot, is_prompt)
         seqs = {sr.slot: self.slots[sr.slot].seq for sr in parts}
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of))
         self.inflight.append((g, fut, parts))
@@ -173,11 +174,18 @@ class Scheduler:
                 taken = seq.accept(v.picks[:v.kept])
                 self.stats.decoded(seq, s.index, taken, len(sr.proposals), v.kept - 1, self.emit)
                 s.proposals = [] if seq.finished else proposals.get(sr.slot, [])
-            s.cached_tokens = seq.tokens[:s.n_cached]
+            s.cached_tokens = self._reusable(seq, s.n_cached)
             if seq.cancelled:
                 self._release(s, "abort")
             elif seq.finished:
                 self._release(s, seq.finish_reason)
+
+    def _reusable(self, seq: Sequence, n_cached: int) -> list[int]:
+        """Tokens whose KV a later request may reuse: only rows computed the way that request would
+        compute them itself (its prompt rows), so reuse never changes a token."""
+        tiles = self.pipeline.tiles
+        n = n_cached if tiles.prompt == tiles.decode else min(n_cached, seq.prompt_len)
+        return seq.tokens[:n]
 
     def _fail(self, parts: list[SlotRows], error: Exception) -> None:
         for sr in parts:
@@ -193,7 +201,7 @@ class Scheduler:
             return
         seq.finish_reason = seq.finish_reason if seq.finished and reason != "abort" else reason
         s.seq, s.proposals, s.in_flight = None, [], False
-        s.cached_tokens = seq.tokens[:s.n_cached]
+        s.cached_tokens = self._reusable(seq, s.n_cached)
         self.stats.finish(seq, s.index, self.emit)
 
 

@@ -56,7 +56,7 @@ class MainWindow(QMainWindow):
         self.chats.message.connect(lambda m: self.flash(m, 8000))
         self.engine.titleChanged.connect(self._set_title)
         self.engine.showSettings.connect(self.show_settings)
-        self.settings_panel.applyRequested.connect(self.engine.apply)
+        self.settings_panel.applyRequested.connect(self.apply_config)
         bridge.stateChanged.connect(self._on_state)
         bridge.loadProgress.connect(lambda p: self.settings_panel.set_loading(p.fraction, p.message))
         bridge.ready.connect(self._on_ready)
@@ -145,6 +145,16 @@ class MainWindow(QMainWindow):
         for w in self.chat.widgets:
             w.render()
         self._on_state(self.bridge.state)
+
+    def apply_config(self, config) -> None:
+        """Apply: replies still being written are stopped (kept, marked interrupted), then the engine reloads."""
+        for rid in list(self.chats.active):
+            try:
+                self.bridge.abort(rid)
+            except Exception:  # noqa: BLE001 - no engine to tell
+                pass
+        self.chats.interrupt_all("the engine was reloaded with new settings")
+        self.engine.apply(config)
 
     def show_settings(self) -> None:
         sizes = self.splitter.sizes()

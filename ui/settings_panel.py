@@ -247,6 +247,7 @@ class SettingsPanel(QWidget):
         key = key or self.model_picker.model()
         self.model_picker.set_info(key, ready.model)
         self.split.set_model(ready.model)
+        self.split.calibrate(ready.config.stages)
         self._update_mtp_note()
         self.effective.setText(effective_html(ready))
         self.set_loading(None)

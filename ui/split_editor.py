@@ -43,7 +43,10 @@ class SplitEditor(QWidget):
         super().__init__(parent)
         self.info: ModelInfo | None = None
         self.available: list[Device] = []
-        self.ctx, self.parallel, self.cpu_scale = 2048, 1, 8
+        self.ctx, self.parallel = 2048, 1
+        # in-memory weight bytes per file byte, per device kind; measured from the last Ready
+        self.scale = {"cpu": 2.0, "cuda": 1.0}
+        self.measured = False
         self.devices: list[str] = ["cpu"]
         self.bounds: list[int] = []
         self._sync = False
@@ -86,7 +89,19 @@ class SplitEditor(QWidget):
 
     def set_kv_params(self, ctx: int, parallel: int, dtype: str) -> None:
         self.ctx, self.parallel = ctx, parallel
-        self.cpu_scale = 4 if dtype == "bfloat16" else 8
+        self._refresh()
+
+    def calibrate(self, stages: list) -> None:
+        """Learn bytes-in-memory per file byte from a load's effective stages (StageInfo)."""
+        if not self.info:
+            return
+        lb = self.info.layer_bytes
+        for kind in ("cpu", "cuda"):
+            mine = [s for s in stages if s.device.split(":")[0] == kind and not s.has_head]
+            file_b = sum(sum(lb[s.first_layer:s.end_layer]) for s in mine)
+            if file_b > 0:
+                self.scale[kind] = sum(s.weight_bytes for s in mine) / file_b
+                self.measured = True
         self._refresh()
 
     def set_config(self, devices: str, layer_split: str) -> None:
@@ -116,8 +131,8 @@ class SplitEditor(QWidget):
         return self.info.n_layers if self.info else 0
 
     def predicted(self) -> list[tuple[int, int]]:
-        """(weight bytes, KV bytes) per stage, as the engine's load check counts them: CPU stages keep a
-        dequantized copy (x8 in float32, x4 in bfloat16); KV is float32 for every slot plus one."""
+        """(weight bytes, KV bytes) per stage: layer file bytes times the bytes-in-memory ratio of the
+        device kind (measured at the last load); KV is float32 for every slot plus one, as the engine keeps."""
         if not self.info:
             return [(0, 0)] * len(self.devices)
         lb = list(self.info.layer_bytes[:self.n_layers]) or [0] * self.n_layers
@@ -128,7 +143,7 @@ class SplitEditor(QWidget):
         out = []
         for s, dev in enumerate(self.devices):
             a, b = edges[s], edges[s + 1]
-            scale = self.cpu_scale if dev == "cpu" else 1
+            scale = self.scale["cpu" if dev == "cpu" else "cuda"]
             out.append((sum(lb[a:b]) * scale, kv_layer * (b - a)))
         return out
 
@@ -243,6 +258,8 @@ class SplitEditor(QWidget):
             if cap:
                 text += f" of {fmt_bytes(cap)}"
             mem.setText(text)
-        self.other.setText("Predicted: CPU stages hold their weights dequantized; the embedding estimate also "
-                           "covers the output head and MTP layer (on the last stage)." if self.info else "")
+        how = "measured at the last load" if self.measured else "estimated"
+        self.other.setText(f"Predicted from the file: weights ×{self.scale['cpu']:.1f} on CPU, "
+                           f"×{self.scale['cuda']:.1f} on GPU ({how}); the embedding estimate also covers the output "
+                           "head and MTP layer (on the last stage)." if self.info else "")
         self.bar.set_state(self.n_layers, self.bounds, [f"S{s} {d}" for s, d in enumerate(self.devices)])

@@ -1,10 +1,13 @@
 """Triton matmul of activations (f32 or bf16) by GGUF-quantized weights, dequantized on the fly.
 
-out[M, N] = x[M, K] @ W[N, K].T. One program owns a BLOCK_M x BLOCK_N output tile and walks K in
-steps of BLOCK_K = 32 (one Q*_0/Q*_1 block, one K-quant sub-block) in a fixed order. The tile
-configuration never depends on M, and a row's accumulation reads only that row of x, so each row's
-result is bit-identical whatever the other rows are and however many there are (row-invariant by
-construction). Rows past M or N are clamped to the last valid one and never stored.
+out[M, N] = x[M, K] @ W[N, K].T. One program owns a BLOCK_M x BN output tile and one fixed range of
+K (split-K), walked in blocks of 32 (one Q*_0/Q*_1 block, one K-quant sub-block) in a fixed order,
+UNROLL blocks per loop step so their loads are in flight together. Partial sums of the K ranges are
+added in order by a second kernel (or by a fused consumer, engine.kernels.fused). The configuration
+(BN, UNROLL, the K split) is a function of N and K only, never of M, and a row's accumulation reads
+only that row of x, so each row's result is bit-identical whatever the other rows are and however
+many there are (row-invariant by construction). Rows past M or N are clamped to the last valid one
+and never stored. No atomics: every output element is written by exactly one program.
 
 Weights are decoded in f32 (same formulas as engine.quant) and cast to x's dtype for tl.dot; f32
 inputs use IEEE precision (no TF32). Importing this module imports triton: import it lazily.
@@ -16,7 +19,7 @@ import triton
 import triton.language as tl
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 32
+BLOCK_M = 16
 NUM_WARPS = 4
 DENSE = 0
 QTYPE_CODES = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q5_0: 4, QT.Q5_1: 5, QT.Q4_K: 6, QT.Q5_K: 7, QT.Q6_K: 8}
@@ -154,42 +157,174 @@ def _weight_tile(wb, w16, wd, n, kk, k0, j, K, row_bytes, QTYPE: tl.constexpr):
 
 
 @triton.jit
-def _matmul_kernel(x_ptr, wb, w16, wd, out_ptr, M, N, K, row_bytes, stride_xm, stride_om,
-                   QTYPE: tl.constexpr, IEEE: tl.constexpr,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _matmul_kernel(x_ptr, wb, w16, part_ptr, M, K, n1, n2, n3, d1, d2, row_bytes, stride_xm,
+                   stride_ps, stride_pm, col0, KB,
+                   QTYPE: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   UNROLL: tl.constexpr):
+    """Up to three weights with the same type and K side by side (columns [0,n1), [n1,n2), [n2,n3)),
+    their bytes at wb, wb + d1, wb + d2. Program (i, j, s): rows i*BM.., columns j*BN.., K blocks of 32
+    [s*KB, s*KB + KB), in order, UNROLL blocks per step; the partial sums go to part[s]."""
     offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
-    offs_n = tl.program_id(1) * BN + tl.arange(0, BN)
+    c0 = tl.program_id(1) * BN
+    pid_s = tl.program_id(2)
+    in1 = c0 >= n1
+    in2 = c0 >= n2
+    base = tl.where(in2, n2, tl.where(in1, n1, 0))
+    n_rows = tl.where(in2, n3, tl.where(in1, n2, n1)) - base
+    delta = tl.where(in2, d2, tl.where(in1, d1, 0)).to(tl.int64)
+    wbt = wb + delta
+    w16t = w16 + delta // 2
+    local = c0 - base + tl.arange(0, BN)
+    n = tl.minimum(local, n_rows - 1)
     m = tl.minimum(offs_m, M - 1).to(tl.int64)
-    n = tl.minimum(offs_n, N - 1)
-    j = tl.arange(0, BK)
+    j = tl.arange(0, 32)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        kk = k0 + j
-        x = tl.load(x_ptr + m[:, None] * stride_xm + kk[None, :], mask=kk[None, :] < K, other=0.0)
-        w = _weight_tile(wb, w16, wd, n, kk, k0, j, K, row_bytes, QTYPE).to(x.dtype)
-        if IEEE:
-            acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(x, tl.trans(w), acc)
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    out = out_ptr + offs_m.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    nkb = tl.cdiv(K, 32)
+    kb_lo = pid_s * KB
+    kb_hi = tl.minimum(kb_lo + KB, nkb)
+    for c in range(kb_lo, kb_hi, UNROLL):
+        for u in tl.static_range(UNROLL):
+            kb = c + u
+            k0 = tl.minimum(kb, kb_hi - 1) * 32
+            kk = k0 + j
+            ok = (kk < K) & (kb < kb_hi)
+            x = tl.load(x_ptr + m[:, None] * stride_xm + kk[None, :], mask=ok[None, :], other=0.0)
+            w = _weight_tile(wbt, w16t, wbt, n, kk, k0, j, K, row_bytes, QTYPE).to(x.dtype)
+            if IEEE:
+                acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(x, tl.trans(w), acc)
+    mask = (offs_m[:, None] < M) & (local[None, :] < n_rows)
+    out = (part_ptr + pid_s * stride_ps + offs_m.to(tl.int64)[:, None] * stride_pm
+           + (col0 + c0 + tl.arange(0, BN))[None, :])
+    tl.store(out, acc.to(part_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch(x: torch.Tensor, wb: torch.Tensor, w16: torch.Tensor, wd: torch.Tensor,
-            n: int, k: int, row_bytes: int, code: int) -> torch.Tensor:
+@triton.jit
+def _sum_kernel(part_ptr, out_ptr, total, S, stride_ps, BLOCK: tl.constexpr):
+    """out = part[0] + part[1] + ... in that order (part rows contiguous like out)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < total
+    acc = tl.load(part_ptr + offs, mask=ok, other=0.0)
+    for s in range(1, S):
+        acc += tl.load(part_ptr + s * stride_ps + offs, mask=ok, other=0.0)
+    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+TARGET_PROGRAMS = 512      # split K until about this many programs run (a function of N and K only)
+UNROLL = 4                 # K blocks of 32 loaded per loop step
+
+
+def plan(n_total: int, k: int, parts: tuple[int, ...] = ()) -> tuple[int, int, int, int]:
+    """(BN, UNROLL, S, KB) for an N x K weight (or side-by-side weights of `parts` rows each).
+
+    Depends on N and K alone, never on M: that keeps every row's arithmetic the same whatever the
+    number of rows (row-invariance). Returns BN = 0 when the parts cannot share one launch."""
+    bn = 64 if triton.cdiv(n_total, 64) >= 256 else 32
+    if len(parts) > 1:
+        while bn >= 16 and any(p % bn for p in parts[:-1]):
+            bn //= 2
+        if bn < 16:
+            return 0, 0, 0, 0
+    nkb = triton.cdiv(k, 32)
+    unroll = min(UNROLL, nkb)
+    chunks = triton.cdiv(nkb, unroll)
+    tiles = triton.cdiv(n_total, bn)
+    s = max(1, min(chunks, round(TARGET_PROGRAMS / tiles)))
+    kb = unroll * triton.cdiv(chunks, s)
+    return bn, unroll, triton.cdiv(nkb, kb), kb
+
+
+def _weight_args(data: torch.Tensor, qtype) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
+    """(bytes, f16 view, K, row_bytes, code) of a weight: GGUF bytes or a dense (N, K) matrix."""
+    if qtype is None:
+        return data, data, data.shape[1], 0, DENSE
+    block, type_size = GGML_QUANT_SIZES[qtype]
+    n, row_bytes = data.shape
+    return data, data.view(torch.float16), row_bytes // type_size * block, row_bytes, QTYPE_CODES[qtype]
+
+
+def matmul_parts(x: torch.Tensor, weights: list[tuple[torch.Tensor, object]]) -> tuple[torch.Tensor, int]:
+    """Partial sums of x @ [W1; W2; ...].T: (part [S, M, N1+N2+...] float32, S).
+
+    weights: (data, qtype) pairs, all with the same K; qtype None = dense (N, K) matrix in x's dtype.
+    The row sums are part[0] + ... + part[S-1] in that order (the consumers of this add them)."""
+    _check_x(x, None)
+    m = x.shape[0]
+    args = [_weight_args(d.contiguous() if d.dim() == 2 else d, q) for d, q in weights]
+    k = args[0][2]
+    if any(a[2] != k for a in args) or x.shape[1] != k:
+        raise ValueError(f"weights and x disagree on K: {[a[2] for a in args]} vs {x.shape[1]}")
+    sizes = [a[0].shape[0] for a in args]
+    n_total = sum(sizes)
+    bn, unroll, s, kb = plan(n_total, k, tuple(sizes))
+    same = len(args) <= 3 and all(a[4] == args[0][4] and a[3] == args[0][3] and a[0].dtype == args[0][0].dtype
+                                  for a in args)
+    if not same or bn == 0 or any(_delta(a[0], args[0][0]) is None for a in args):
+        bn, unroll, s, kb = plan(n_total, k)
+        groups = [([a], [sz], off) for a, sz, off in zip(args, sizes, _offsets(sizes))]
+    else:
+        groups = [(args, sizes, 0)]
+    part = torch.empty((s, m, n_total), dtype=torch.float32, device=x.device)
+    if m == 0:
+        return part, s
+    for g_args, g_sizes, col0 in groups:
+        _launch_group(x, g_args, g_sizes, col0, part, part.stride(0), part.stride(1), bn, unroll, s, kb)
+    return part, s
+
+
+def _delta(t: torch.Tensor, base: torch.Tensor) -> int | None:
+    """t's start relative to base's, in base's elements (and even, for the f16 view of GGUF bytes)."""
+    d = t.data_ptr() - base.data_ptr()
+    size = base.element_size()
+    if d % size or (size == 1 and d % 2):
+        return None
+    return d // size
+
+
+def _offsets(sizes):
+    out, acc = [], 0
+    for v in sizes:
+        out.append(acc)
+        acc += v
+    return out
+
+
+def _launch_group(x, g_args, g_sizes, col0, part, stride_ps, stride_pm, bn, unroll, s, kb):
+    b0 = g_args[0][0]
+    ends = [sum(g_sizes[:i + 1]) for i in range(len(g_sizes))]
+    ends += [ends[-1]] * (3 - len(ends))
+    ds = [_delta(a[0], b0) for a in g_args] + [0] * (3 - len(g_args))
+    grid = (triton.cdiv(x.shape[0], BLOCK_M), triton.cdiv(ends[2], bn), s)
+    _matmul_kernel[grid](x, b0, g_args[0][1], part, x.shape[0], g_args[0][2], ends[0], ends[1], ends[2],
+                         ds[1], ds[2], g_args[0][3], x.stride(0), stride_ps, stride_pm, col0, kb,
+                         QTYPE=g_args[0][4], IEEE=x.dtype == torch.float32, BM=BLOCK_M, BN=bn,
+                         UNROLL=unroll, num_warps=NUM_WARPS)
+
+
+def _check_x(x: torch.Tensor, k: int | None) -> None:
     if x.dtype not in (torch.float32, torch.bfloat16):
         raise TypeError(f"activations must be float32 or bfloat16, got {x.dtype}")
-    if x.dim() != 2 or x.shape[1] != k or x.stride(1) != 1:
+    if x.dim() != 2 or (k is not None and x.shape[1] != k) or x.stride(1) != 1:
         raise ValueError(f"expected x of shape (M, {k}) with contiguous rows, got {tuple(x.shape)}")
-    m = x.shape[0]
+
+
+def _linear(x: torch.Tensor, data: torch.Tensor, qtype) -> torch.Tensor:
+    wb, w16, k, row_bytes, code = _weight_args(data, qtype)
+    _check_x(x, k)
+    m, n = x.shape[0], wb.shape[0]
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     if m == 0:
         return out
-    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
-    _matmul_kernel[grid](x, wb, w16, wd, out, m, n, k, row_bytes, x.stride(0), out.stride(0),
-                         QTYPE=code, IEEE=x.dtype == torch.float32,
-                         BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, num_warps=NUM_WARPS)
+    bn, unroll, s, kb = plan(n, k)
+    args = [(wb, w16, k, row_bytes, code)]
+    if s == 1:
+        _launch_group(x, args, [n], 0, out, 0, out.stride(0), bn, unroll, 1, kb)
+        return out
+    part = torch.empty((s, m, n), dtype=torch.float32, device=x.device)
+    _launch_group(x, args, [n], 0, part, part.stride(0), part.stride(1), bn, unroll, s, kb)
+    total = m * n
+    _sum_kernel[(triton.cdiv(total, 1024),)](part, out, total, s, part.stride(0), BLOCK=1024, num_warps=4)
     return out
 
 
@@ -197,14 +332,9 @@ def quant_linear(x: torch.Tensor, data: torch.Tensor, qtype) -> torch.Tensor:
     """x (M, K) f32/bf16 @ W.T, W given as GGUF bytes `data` (N, row_bytes) uint8 -> (M, N) in x.dtype."""
     if qtype not in QTYPE_CODES:
         raise ValueError(f"no quantized matmul kernel for {qtype!r} (kernels: {sorted(t.name for t in KERNEL_TYPES)})")
-    block, type_size = GGML_QUANT_SIZES[qtype]
-    data = data.contiguous()
-    n, row_bytes = data.shape
-    return _launch(x, data, data.view(torch.float16), data, n, row_bytes // type_size * block, row_bytes,
-                   QTYPE_CODES[qtype])
+    return _linear(x, data.contiguous(), qtype)
 
 
 def dense_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (M, K) f32/bf16 @ weight.T for a dense (N, K) weight, same fixed tiles -> (M, N) in x.dtype."""
-    weight = weight.contiguous()
-    return _launch(x, weight, weight, weight, weight.shape[0], weight.shape[1], 0, DENSE)
+    return _linear(x, weight.contiguous(), None)

@@ -108,6 +108,9 @@ def test_completions_text_tokens_and_stream(oai):
     # a list of one prompt is the same request
     r1 = oai.completions.create(model="m", prompt=["The capital of France is"], max_tokens=8, temperature=0)
     assert r1.choices[0].text == r.choices[0].text
+    # token ids as the prompt
+    r2 = oai.completions.create(model="m", prompt=list(range(1000, 1010)), max_tokens=3, temperature=0)
+    assert r2.usage.prompt_tokens >= 10 and r2.usage.completion_tokens >= 1
 
 
 def test_stop_strings(oai):

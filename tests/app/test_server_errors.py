@@ -81,6 +81,9 @@ def test_bad_completion_requests(server):
     assert error_of(httpx.post(url, json={"max_tokens": 3}), 400)["param"] == "prompt"
     assert error_of(httpx.post(url, json={"prompt": ["a", "b"]}), 400)["param"] == "prompt"
     assert error_of(httpx.post(url, json={"prompt": "a", "echo": True}), 400)["param"] == "echo"
+    assert error_of(httpx.post(url, json={"prompt": [5, -1]}), 400)["param"] == "prompt"
+    e = error_of(httpx.post(url, json={"prompt": [5, 10 ** 9], "max_tokens": 2}, timeout=30), 400)   # engine's check
+    assert "vocabulary" in e["message"]
 
 
 def test_body_that_is_not_an_object(server):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QScrollArea
 
-from tests.ui.conftest import send, set_sampling, wait_reply
+from tests.ui.conftest import send, set_sampling, wait_reply, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +41,18 @@ def test_screenshots(qtbot, studio, artifacts_dir):
     qtbot.wait(100)
     _save(w, artifacts_dir / "settings.png")
     _save(panel, artifacts_dir / "settings_panel.png")
+
+    # apply a layout the engine must adjust: 3 slots on 2 stages (groups auto), MTP window 3 on a model
+    # without MTP; the effective configuration then lists every fallback with its reason
+    panel.parallel.setValue(3)
+    panel.groups.setCurrentIndex(panel.groups.findData("auto"))
+    panel.apply_btn.click()
+    wait_until(qtbot, lambda: w.engine.ready is not None and w.engine.ready.config.parallel == 3, 120, "the reload")
+    fallbacks = w.engine.ready.config.fallbacks
+    assert len(fallbacks) >= 2 and "Fallbacks" in panel.effective.text()
+    panel.findChild(QScrollArea).ensureWidgetVisible(panel.effective)
+    qtbot.wait(100)
+    _save(panel, artifacts_dir / "settings_effective.png")
 
     app.theme.mode = "dark"                           # what a dark system palette gives
     app.theme.apply()
