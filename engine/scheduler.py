@@ -168,9 +168,10 @@ class Scheduler:
             s.in_flight = False
             seq = s.seq
             s.n_cached = sr.first_pos + v.n_valid_rows
-            if not sr.decoding:
-                self.stats.prompt_read(seq, sr.n_base, s.n_cached, self.emit)
-            else:
+            read_to = min(sr.first_pos + sr.n_base, seq.prompt_len)
+            if read_to > sr.first_pos:
+                self.stats.prompt_read(seq, read_to - sr.first_pos, read_to, self.emit)
+            if sr.decoding:
                 taken = seq.accept(v.picks[:v.kept])
                 self.stats.decoded(seq, s.index, taken, len(sr.proposals), v.kept - 1, self.emit)
                 s.proposals = [] if seq.finished else proposals.get(sr.slot, [])

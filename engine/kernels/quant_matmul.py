@@ -187,7 +187,8 @@ def _matmul_kernel(x_ptr, wb, w16, part_ptr, M, K, n1, n2, n3, d1, d2, row_bytes
             kb = c + u
             k0 = tl.minimum(kb, kb_hi - 1) * 32
             kk = k0 + j
-            ok = (kk < K) & (kb < kb_hi)
+            kr = kb * 32 + j                        # unclamped: past kb_hi this block adds nothing
+            ok = (kr < K) & (kr < kb_hi * 32)
             x = tl.load(x_ptr + m[:, None] * stride_xm + kk[None, :], mask=ok[None, :], other=0.0)
             w = _weight_tile(wbt, w16t, wbt, n, kk, k0, j, K, row_bytes, QTYPE).to(x.dtype)
             if IEEE:
