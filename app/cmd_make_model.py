@@ -6,6 +6,7 @@ import sys
 import time
 
 from engine.synthetic import ARCHS, QTYPES, SHAPES, make_model
+from engine.synthetic_counting import make_counting_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mtp", type=int, default=0, help="number of nextn (MTP) layers after the trunk")
     p.add_argument("--qtype", default="Q8_0", help="one of " + ", ".join(QTYPES))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weights", choices=["random", "counting"], default="random",
+                   help="counting: a model that counts (x -> x+1) with an MTP layer that agrees (acceptance ~1)")
     p.add_argument("--out", required=True)
 
 
@@ -26,8 +29,11 @@ def run(args: argparse.Namespace) -> int:
             last[0] = time.perf_counter()
             print(f"\r{done / total:6.1%} of {total / 2**20:,.0f} MiB", end="", file=sys.stderr)
 
-    path = make_model(args.arch, args.shape, args.out, mtp=args.mtp, qtype=args.qtype, seed=args.seed,
-                      progress=progress)
+    if args.weights == "counting":
+        path = make_counting_model(args.out, args.arch, args.shape, mtp=args.mtp, qtype=args.qtype, seed=args.seed)
+    else:
+        path = make_model(args.arch, args.shape, args.out, mtp=args.mtp, qtype=args.qtype, seed=args.seed,
+                          progress=progress)
     size = path.stat().st_size
     print(f"\nwrote {path} ({size / 2**20:,.1f} MiB) in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return 0

@@ -1,6 +1,7 @@
 """One decoder block on one tile of rows: attention (writing this tile's KV first) then the FFN."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -8,6 +9,9 @@ import torch
 from engine.config import ModelConfig
 from engine.layers import apply_rope, attention, glu, rms_norm
 from engine.weights import LayerWeights
+
+# GPU: dense blocks run as ten fused Triton launches (engine.kernels.fast_block); 0 = the torch ops below
+FUSED_GPU_BLOCK = os.environ.get("STRATA_FUSED_BLOCK", "1") != "0"
 
 
 @dataclass
@@ -71,5 +75,10 @@ def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tenso
 
 def run_block(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
               k_cache: torch.Tensor, v_cache: torch.Tensor, rope) -> torch.Tensor:
+    if x.is_cuda and FUSED_GPU_BLOCK:
+        from engine.kernels import fast_block
+
+        if fast_block.supports(cfg, lw):
+            return fast_block.run_block_cuda(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
     x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
     return ffn_part(lw, cfg, x)

@@ -18,6 +18,10 @@ KEY_BLOCK = 64
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm computed in float32 (the residual stream is float32 on every device)."""
+    if x.is_cuda:
+        from engine.kernels.fused import rms_norm as fused_rms_norm
+
+        return fused_rms_norm(x, w, eps)
     x = x.float()
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 

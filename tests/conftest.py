@@ -41,3 +41,19 @@ def synthetic(tmp_path_factory):
         return made[key]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def counting(tmp_path_factory):
+    """counting(arch) -> a small model that counts, with an MTP layer that agrees (acceptance ~1)."""
+    from engine.synthetic_counting import make_counting_model
+
+    made = {}
+    root = tmp_path_factory.mktemp("counting")
+
+    def make(arch: str = "llama"):
+        if arch not in made:
+            made[arch] = make_counting_model(root / f"{arch}-counting.gguf", arch, "small", mtp=1)
+        return made[arch]
+
+    return make

@@ -69,7 +69,7 @@ def config_summary(cfg: EffectiveConfig | None) -> dict:
 def _stages_text(stages: list) -> str:
     parts = []
     for s in stages:
-        parts.append(f"{s.get('device', '?')} L{s.get('first_layer', 0)}–{s.get('end_layer', 0)}")
+        parts.append(f"{s.get('device', '?')} L{s.get('first_layer', 0)}–{s.get('end_layer', 1) - 1}")
     return " | ".join(parts)
 
 

@@ -76,7 +76,7 @@ class EngineErrorDialog(QDialog):
         self.restart_btn.clicked.connect(lambda: (self.restartRequested.emit(), self.accept()))
         self.previous_btn = None
         if previous:
-            self.previous_btn = QPushButton(f"Load {previous} again")
+            self.previous_btn = QPushButton(f"Load {previous} instead")
             buttons.addButton(self.previous_btn, QDialogButtonBox.ButtonRole.ActionRole)
             self.previous_btn.clicked.connect(lambda: (self.previousRequested.emit(), self.accept()))
         settings_btn = QPushButton("Open settings")

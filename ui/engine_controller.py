@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import msgspec
 from PySide6.QtCore import QObject, Signal
 
 from app.settings import Settings
@@ -34,6 +35,7 @@ class EngineController(QObject):
         self.ready = None
         self.transport_options: dict = {}
         self.dialog: EngineErrorDialog | None = None
+        self.fallback: EngineConfig | None = None
         self.errors: list[tuple[str, str]] = []         # (kind, message) shown so far, for tests and logs
         bridge.ready.connect(self._on_ready)
         bridge.error.connect(self._on_error)
@@ -69,8 +71,8 @@ class EngineController(QObject):
         self.apply(config)
 
     def load_previous(self) -> None:
-        if self.good is not None:
-            self.apply(self.good)
+        if self.fallback is not None:
+            self.apply(self.fallback)
 
     # ------------------------------------------------------------ engine feedback
     def _on_ready(self, ready) -> None:
@@ -101,9 +103,13 @@ class EngineController(QObject):
             self.titleChanged.emit(f"{model_label(failed.model)} failed to load")
         elif kind == "dead":
             self.titleChanged.emit("engine stopped")
-        previous = ""
-        if self.good is not None and failed is not None and failed != self.good:
-            previous = model_label(self.good.model)
+        self.fallback = None                    # what "Load … again" loads: the last good config, else the default
+        if failed is not None and kind != "dead":
+            if self.good is not None and failed != self.good:
+                self.fallback = self.good
+            elif self.good is None and failed.model not in ("", "default"):
+                self.fallback = msgspec.structs.replace(failed, model="default")
+        previous = model_label(self.fallback.model) if self.fallback is not None else ""
         if self.dialog is not None:
             self.dialog.close()
         self.dialog = EngineErrorDialog(kind, message, details, previous, self.window)

@@ -42,10 +42,15 @@ class LayerBar(QWidget):
                 c.setAlpha(150 if layer % 2 else 200)
                 p.fillRect(r, c)
             seg = QRectF(self._x(edges[s]), 2, self._x(edges[s + 1]) - self._x(edges[s]), h)
-            p.setPen(QColor("#ffffff"))
             label = self.labels[s] if s < len(self.labels) else f"S{s}"
-            p.drawText(seg, Qt.AlignmentFlag.AlignCenter, p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight,
-                                                                                     int(seg.width()) - 4))
+            label = p.fontMetrics().elidedText(label, Qt.TextElideMode.ElideRight, int(seg.width()) - 8)
+            box = p.fontMetrics().boundingRect(label).adjusted(-4, -1, 4, 1)
+            box.moveCenter(seg.center().toPoint())
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(QColor(0, 0, 0, 110))               # a dark chip keeps the label readable on any colour
+            p.drawRoundedRect(box, 3, 3)
+            p.setPen(QColor("#ffffff"))
+            p.drawText(seg, Qt.AlignmentFlag.AlignCenter, label)
         p.setPen(QPen(QColor(t.fg), 3))
         for b in self.bounds:
             p.drawLine(int(self._x(b)), 0, int(self._x(b)), h + 4)

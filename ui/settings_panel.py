@@ -36,7 +36,8 @@ def effective_html(ready: Ready) -> str:
     out = f"<table cellspacing='2'>{body}</table>"
     if c.fallbacks:
         items = "".join(f"<li>{html.escape(f)}</li>" for f in c.fallbacks)
-        out += f"<p style='color:{t.warn}'><b>Fallbacks ({len(c.fallbacks)}):</b></p><ul style='color:{t.warn}'>{items}</ul>"
+        out += (f"<p style='color:{t.warn}'><b>Fallbacks ({len(c.fallbacks)}):</b></p>"
+                f"<ul style='color:{t.warn}'>{items}</ul>")
     else:
         out += f"<p style='color:{t.ok}'>Everything as asked: no fallbacks.</p>"
     return out
@@ -105,7 +106,8 @@ class SettingsPanel(QWidget):
         self.spec_min_p = QDoubleSpinBox()
         self.spec_min_p.setRange(0, 1)
         self.spec_min_p.setSingleStep(0.05)
-        self.spec_min_p.setToolTip("A further proposal is made only while the drafter gave the one before at least this")
+        self.spec_min_p.setToolTip("A further proposal is made only while the drafter gave the one before "
+                                   "at least this probability")
         self.piped_mtp = QSpinBox()
         self.piped_mtp.setRange(0, 16)
         self.piped_mtp.setToolTip("Draft depth inside pipelined groups (0 = off; env STRATA_PIPED_MTP)")

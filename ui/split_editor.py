@@ -97,9 +97,10 @@ class SplitEditor(QWidget):
             return
         lb = self.info.layer_bytes
         for kind in ("cpu", "cuda"):
-            mine = [s for s in stages if s.device.split(":")[0] == kind and not s.has_head]
+            mine = [s for s in stages if s.device.split(":")[0] == kind]
             file_b = sum(sum(lb[s.first_layer:s.end_layer]) for s in mine)
-            if file_b > 0:
+            file_b += self.other_bytes() if len(mine) == len(stages) else 0
+            if file_b > 0 and mine:
                 self.scale[kind] = sum(s.weight_bytes for s in mine) / file_b
                 self.measured = True
         self._refresh()
@@ -251,7 +252,7 @@ class SplitEditor(QWidget):
                 mem.setText("")
                 continue
             w, kv = pred[s]
-            emb = self.other_bytes() if s == 0 else 0
+            emb = int(self.other_bytes() * self.scale["cpu" if self.devices[0] == "cpu" else "cuda"]) if s == 0 else 0
             cap = free.get(self.devices[s])
             text = (f"layers {edges[s]}–{edges[s + 1] - 1} · weights {fmt_bytes(w)} + KV {fmt_bytes(kv)}"
                     + (f" + embedding ≈{fmt_bytes(emb)}" if emb else "") + f" = {fmt_bytes(w + kv + emb)}")

@@ -44,16 +44,16 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, stride_qt, strid
         l = l * alpha + tl.sum(p, axis=0)
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
         m = m_new
-    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, acc / l)
+    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, (acc / l).to(o_ptr.dtype.element_ty))
 
 
 def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
-                   pos: torch.Tensor, window: int, scale: float) -> torch.Tensor:
-    """q [T, H, hd]; caches [slots, ctx, kvh, hd]; slot/pos [T] -> [T, H, hd] float32."""
+                   pos: torch.Tensor, window: int, scale: float, out_dtype=torch.float32) -> torch.Tensor:
+    """q [T, H, hd]; caches [slots, ctx, kvh, hd]; slot/pos [T] -> [T, H, hd] in out_dtype (float32)."""
     T, H, hd = q.shape
     kvh = k_cache.shape[2]
     q = q.contiguous()
-    out = torch.empty((T, H, hd), dtype=torch.float32, device=q.device)
+    out = torch.empty((T, H, hd), dtype=out_dtype, device=q.device)
     _attn_kernel[(T, H)](q, k_cache, v_cache, out, slot, pos, q.stride(0), q.stride(1), k_cache.stride(0),
                          k_cache.stride(1), k_cache.stride(2), out.stride(0), out.stride(1), int(window),
                          float(scale), G=H // kvh, HD=hd, BN=BLOCK_N, num_warps=4)

@@ -60,3 +60,19 @@ def test_engine_crash_keeps_reply_interrupted_and_restarts(qtbot, studio):
     wait_until(qtbot, lambda: not w.chats.active, 60, "a reply after the restart")
     last = app.store.messages(w.chats.current)[-1]
     assert last.status == "final", (last.reason, w.engine.errors)
+
+
+def test_missing_last_model_at_startup_offers_the_default(qtbot, studio, home, tmp_path):
+    from app.settings import Settings
+    from engine.messages import EngineConfig
+
+    s = Settings()
+    s.set_engine_config(EngineConfig(model=str(tmp_path / "deleted.gguf")))
+    s.save()
+    app = studio(wait=False)                                   # `strata` starts on the last model used
+    dlg = wait_until(qtbot, lambda: app.window.engine.dialog, 60, "the error dialog")
+    assert dlg.kind == "model_file" and "deleted.gguf" in dlg.cause.text()
+    assert dlg.previous_btn.text() == "Load SmolLM2-135M-Instruct (default) instead"
+    dlg.previous_btn.click()
+    wait_ready(qtbot, app)
+    assert app.settings.engine_config().model == "default"

@@ -25,6 +25,8 @@ def test_screenshots(qtbot, studio, artifacts_dir):
     w.resize(1440, 900)
     set_sampling(app, temperature=0.0, max_tokens=160)
     send(qtbot, app, "Write a Python function that adds two numbers, in a code block, then explain it in one line.")
+    wait_until(qtbot, lambda: w.chat.streaming and len(w.chat.streaming.text) > 30, 60, "streamed text")
+    _save(w.chat, artifacts_dir / "chat_streaming.png")
     m = wait_reply(qtbot, app, 180)
     assert m.status in ("final", "stopped")
     w.side.setCurrentWidget(w.monitor)

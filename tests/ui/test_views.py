@@ -122,7 +122,7 @@ def test_markdown_and_stats_line():
                                                                        "end_layer": 30}],
                          "parallel": 2, "groups": [[0], [1]], "spec": 3, "draft": "mtp", "ctx": 2048})
     assert line.startswith("42 tokens · TTFT 0.12 s · 21.0 tok/s · drafts 7/10 accepted (70%)")
-    assert "SmolLM2 · cpu L0–30 · 2 slots / 2 groups · mtp spec 3" in line
+    assert "SmolLM2 · cpu L0–29 · 2 slots / 2 groups · mtp spec 3" in line
 
 
 def test_chat_view_edit_and_buttons(qtbot):

@@ -1,0 +1,53 @@
+"""The dense decoder block on a GPU in ten kernel launches (engine.block.run_block's CUDA path).
+
+    rms_norm -> q|k|v matmul (one launch) -> sum + q/k norm + RoPE + KV write -> attention
+    -> wo matmul -> sum + residual (+ post norm) + ffn RMSNorm -> gate|up matmul (one launch)
+    -> sum + act * up -> down matmul -> sum + residual (+ post norm)
+
+The matmuls leave split-K partial sums (engine.kernels.quant_matmul.matmul_parts); the kernel after
+each one adds them in a fixed order as it reads them (engine.kernels.fused). Every kernel works row
+by row with a configuration that depends on the weight shapes only, so a row's result does not depend
+on the other rows or their number: the block is row-invariant like the torch path it replaces, not
+bit-equal to it. The residual stream stays float32; matmul inputs are in the weights' compute dtype.
+Importing this module imports triton: import it lazily.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.kernels import fused
+from engine.kernels.attention import tile_attention
+from engine.kernels.quant_matmul import KERNEL_TYPES, matmul_parts
+
+
+def _w(qt) -> tuple[torch.Tensor, object]:
+    """(data, qtype) for matmul_parts: GGUF bytes with a kernel, else the dense copy (qtype None)."""
+    if qt.qtype in KERNEL_TYPES:
+        return qt.data, qt.qtype
+    return qt.dense_weight(), None
+
+
+def supports(cfg, lw) -> bool:
+    return not cfg.is_moe and lw.w_gate is not None and cfg.rope_dim % 2 == 0 and cfg.rope_dim <= cfg.head_dim \
+        and cfg.head_dim & (cfg.head_dim - 1) == 0
+
+
+def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   rope) -> torch.Tensor:
+    T = x.shape[0]
+    dt = lw.wq.compute_dtype
+    eps = cfg.norm_eps
+    x = x.float().contiguous()
+    h = fused.rms_norm(x, lw.attn_norm, eps, dt)
+    part, s = matmul_parts(h, [_w(lw.wq), _w(lw.wk), _w(lw.wv)])
+    q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
+                          rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
+                          torch.float32)
+    a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt)
+    part, s = matmul_parts(a.view(T, cfg.n_heads * cfg.head_dim), [_w(lw.wo)])
+    x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt)
+    part, s = matmul_parts(h, [_w(lw.w_gate), _w(lw.w_up)])
+    g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt)
+    part, s = matmul_parts(g, [_w(lw.w_down)])
+    x, _ = fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)
+    return x

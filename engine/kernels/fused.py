@@ -1,0 +1,180 @@
+"""Fused row-wise Triton kernels of the GPU decoder block (engine.kernels.fast_block).
+
+Each one replaces a run of small torch kernels and, where it follows a matmul, also adds up that
+matmul's split-K partial sums (engine.kernels.quant_matmul.matmul_parts) in their fixed order:
+
+- rms_norm:      y = x * rsqrt(mean(x^2) + eps) * w, one program per row.
+- qkv_rope_kv:   q, k, v from the partials; optional per-head q/k RMSNorm; RoPE (neox or adjacent
+                 pairs, partial rotary dims); rotated q out; k and v written into the KV cache at
+                 (slot, pos). One program per (row, head).
+- residual_norm: x + o (o optionally RMS-normed first), and the RMSNorm of that sum for the next
+                 matmul. One program per row.
+- glu:           act(gate) * up (SiLU, or tanh-GELU), from the gate|up partials.
+
+Every program reads only its own row, so all of them are row-invariant. All arithmetic is float32;
+outputs are rounded once to their buffer's dtype. Importing this module imports triton.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sum_parts(part_ptr, S, stride_ps, offs, mask):
+    acc = tl.load(part_ptr + offs, mask=mask, other=0.0)
+    for s in range(1, S):
+        acc += tl.load(part_ptr + s * stride_ps + offs, mask=mask, other=0.0)
+    return acc
+
+
+@triton.jit
+def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    ok = c < N
+    x = tl.load(x_ptr + r * stride_x + c, mask=ok, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + c, mask=ok, other=0.0).to(tl.float32)
+    y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
+    tl.store(out_ptr + r * stride_o + c, y.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float32) -> torch.Tensor:
+    """RMSNorm over the last dim of x (any leading shape) in float32 -> out_dtype."""
+    n = x.shape[-1]
+    rows = x.reshape(-1, n)
+    if rows.stride(-1) != 1:
+        rows = rows.contiguous()
+    out = torch.empty(rows.shape, dtype=out_dtype, device=x.device)
+    if rows.shape[0]:
+        _rms_kernel[(rows.shape[0],)](rows, w, out, n, rows.stride(0), out.stride(0), float(eps),
+                                      BLOCK=triton.next_power_of_2(n), num_warps=4 if n <= 4096 else 8)
+    return out.reshape(x.shape)
+
+
+@triton.jit
+def _qkv_kernel(part_ptr, S, stride_ps, stride_pm, q_ptr, stride_qt, k_ptr, v_ptr, stride_cs, stride_cp,
+                stride_ch, slot_ptr, pos_ptr, cos_ptr, sin_ptr, stride_r, qn_ptr, kn_ptr, eps,
+                H: tl.constexpr, KVH: tl.constexpr, HD: tl.constexpr, HALF: tl.constexpr,
+                NEOX: tl.constexpr, QKNORM: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)                       # [0, H): query heads, [H, H + KVH): key/value heads
+    is_q = h < H
+    d = tl.arange(0, HD)
+    if NEOX:
+        pd = tl.where(d < HALF, d + HALF, d - HALF)
+        sign = tl.where(d < HALF, -1.0, 1.0)
+        ci = d % HALF
+    else:
+        pd = d ^ 1
+        sign = tl.where(d % 2 == 0, -1.0, 1.0)
+        ci = d // 2
+    rot = d < 2 * HALF
+    pd = tl.where(rot, pd, d)
+    ci = tl.where(rot, ci, 0)
+    col = tl.where(is_q, h * HD, H * HD + (h - H) * HD)
+    row = part_ptr + t.to(tl.int64) * stride_pm + col
+    xs = _sum_parts(row, S, stride_ps, d, d < HD)
+    xp = _sum_parts(row, S, stride_ps, pd, d < HD)
+    if QKNORM:
+        wq = tl.load(qn_ptr + d)
+        wk = tl.load(kn_ptr + d)
+        wpq = tl.load(qn_ptr + pd)
+        wpk = tl.load(kn_ptr + pd)
+        r = 1.0 / tl.sqrt(tl.sum(xs * xs, axis=0) / HD + eps)
+        xs = xs * r * tl.where(is_q, wq, wk)
+        xp = xp * r * tl.where(is_q, wpq, wpk)
+    pos = tl.load(pos_ptr + t)
+    c = tl.load(cos_ptr + pos * stride_r + ci, mask=rot, other=1.0)
+    s = tl.load(sin_ptr + pos * stride_r + ci, mask=rot, other=0.0)
+    y = tl.where(rot, xs * c + sign * xp * s, xs)
+    hv = h + d * 0                             # the head as a vector (masks need vectors)
+    tl.store(q_ptr + t.to(tl.int64) * stride_qt + h * HD + d, y.to(q_ptr.dtype.element_ty), mask=hv < H)
+    kvh = tl.maximum(h - H, 0)
+    slot = tl.load(slot_ptr + t).to(tl.int64)
+    at = slot * stride_cs + pos.to(tl.int64) * stride_cp + kvh * stride_ch + d
+    is_kv = hv >= H
+    tl.store(k_ptr + at, y.to(k_ptr.dtype.element_ty), mask=is_kv)
+    v = _sum_parts(part_ptr + t.to(tl.int64) * stride_pm + (H + KVH) * HD + kvh * HD, S, stride_ps, d, is_kv)
+    tl.store(v_ptr + at, v.to(v_ptr.dtype.element_ty), mask=is_kv)
+
+
+def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: int, rope_dim: int,
+                neox: bool, cos: torch.Tensor, sin: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor, q_norm, k_norm, eps: float, q_dtype) -> torch.Tensor:
+    """part [S, T, (H + 2 KVH) * hd] partial sums of q|k|v. Writes k, v at each row's (slot, pos);
+    returns the rotated q [T, H, hd] in q_dtype."""
+    T = part.shape[1]
+    q = torch.empty((T, n_heads, head_dim), dtype=q_dtype, device=part.device)
+    if T == 0:
+        return q
+    if triton.next_power_of_2(head_dim) != head_dim:
+        raise ValueError(f"head_dim {head_dim} is not a power of two")
+    qk = q_norm is not None
+    _qkv_kernel[(T, n_heads + n_kv)](
+        part, S, part.stride(0), part.stride(1), q, q.stride(0), k_cache, v_cache, k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), slot, pos, cos, sin, cos.stride(0),
+        q_norm if qk else cos, k_norm if qk else cos, float(eps),
+        H=n_heads, KVH=n_kv, HD=head_dim, HALF=rope_dim // 2, NEOX=bool(neox), QKNORM=qk, num_warps=1)
+    return q
+
+
+@triton.jit
+def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_ptr, xo_ptr, h_ptr, N, eps,
+                     HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    ok = c < N
+    o = _sum_parts(part_ptr + r * stride_pm, S, stride_ps, c, ok)
+    if HAS_POST:
+        pw = tl.load(post_ptr + c, mask=ok, other=0.0)
+        o = o * (1.0 / tl.sqrt(tl.sum(o * o, axis=0) / N + eps)) * pw
+    x = tl.load(x_ptr + r * N + c, mask=ok, other=0.0) + o
+    tl.store(xo_ptr + r * N + c, x, mask=ok)
+    if HAS_NORM:
+        w = tl.load(norm_ptr + c, mask=ok, other=0.0)
+        y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
+        tl.store(h_ptr + r * N + c, y.to(h_ptr.dtype.element_ty), mask=ok)
+
+
+def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, eps: float, h_dtype):
+    """x [T, N] float32 (contiguous) + (optionally RMS-normed with post_w) sum of part [S, T, N].
+    Returns (new x, its RMSNorm with norm_w in h_dtype, or None without norm_w)."""
+    T, N = x.shape
+    xo = torch.empty_like(x)
+    h = torch.empty((T, N), dtype=h_dtype, device=x.device) if norm_w is not None else None
+    if T:
+        _residual_kernel[(T,)](x, part, S, part.stride(0), part.stride(1),
+                               post_w if post_w is not None else x, norm_w if norm_w is not None else x,
+                               xo, h if h is not None else xo, N, float(eps), HAS_POST=post_w is not None,
+                               HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N),
+                               num_warps=4 if N <= 4096 else 8)
+    return xo, h
+
+
+@triton.jit
+def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, GELU: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = c < NF
+    row = part_ptr + r * stride_pm
+    g = _sum_parts(row, S, stride_ps, c, ok)
+    u = _sum_parts(row + NF, S, stride_ps, c, ok)
+    if GELU:
+        z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+        a = 0.5 * g * (1.0 + (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)))
+    else:
+        a = g / (1.0 + tl.exp(-g))
+    tl.store(out_ptr + r * NF + c, (a * u).to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def glu(part: torch.Tensor, S: int, n_ff: int, gelu: bool, out_dtype) -> torch.Tensor:
+    """act(gate) * up from part [S, T, 2 * n_ff] (gate columns first) -> [T, n_ff] in out_dtype."""
+    T = part.shape[1]
+    out = torch.empty((T, n_ff), dtype=out_dtype, device=part.device)
+    if T:
+        block = min(1024, triton.next_power_of_2(n_ff))
+        _glu_kernel[(T, triton.cdiv(n_ff, block))](part, S, part.stride(0), part.stride(1), out, n_ff,
+                                                  GELU=bool(gelu), BLOCK=block, num_warps=4)
+    return out

@@ -1,0 +1,120 @@
+"""The GPU block's Triton kernels (engine.kernels.fused, fast_block, quant_matmul.matmul_parts)
+against the torch path, and their row-invariance.
+
+On a GPU they run there; without one under TRITON_INTERPRET=1 on tiny shapes in float32 (the
+interpreter multiplies bf16 bit patterns in tl.dot, triton-lang/triton#11584). Skipped without triton.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+import torch
+
+GPU = torch.cuda.is_available()
+DEV = "cuda" if GPU else "cpu"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    if not GPU:
+        os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the first `import triton`
+    pytest.importorskip("triton")
+    return {n: importlib.import_module(f"engine.kernels.{n}") for n in ("fused", "fast_block", "quant_matmul")}
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def test_rms_norm(kernels):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 3, 48, generator=gen).to(DEV)
+    w = torch.randn(48, generator=gen).to(DEV)
+    out = kernels["fused"].rms_norm(x, w, 1e-6)
+    ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert out.shape == x.shape and out.dtype == torch.float32
+    assert rel_err(out, ref) < 1e-6
+
+
+def _weights(synthetic, arch: str, qtype: str, device, dtype=torch.float32):
+    from engine.config import model_config
+    from engine.gguf_file import read_gguf
+    from engine.layers import rope_tables
+    from engine.weights import WeightLoader
+
+    gf = read_gguf(synthetic(arch, qtype=qtype, shape="small"))
+    cfg = model_config(gf)
+    lw = WeightLoader(gf, cfg, dtype).layer(1, device)
+    return cfg, lw, rope_tables(cfg.layer_rope_base(1), cfg.rope_dim, 256, device)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_1", "Q4_K"])
+def test_matmul_parts_side_by_side(kernels, synthetic, qtype):
+    qm = kernels["quant_matmul"]
+    cfg, lw, _ = _weights(synthetic, "llama", qtype, DEV)
+    x = torch.randn(20, cfg.n_embd, generator=torch.Generator().manual_seed(2)).to(DEV)
+    ws = [lw.wq, lw.wk, lw.wv]
+    part, s = qm.matmul_parts(x, [(w.data, w.qtype) for w in ws])
+    out = part.sum(0) if s > 1 else part[0]
+    ref = torch.cat([x.double() @ w.dequantize().double().T for w in ws], dim=1)
+    assert rel_err(out, ref) < 1e-5
+    # row 7 among other rows, and in a call of another size: the same partial sums bit for bit
+    other = torch.randn(16, cfg.n_embd, generator=torch.Generator().manual_seed(3)).to(DEV)
+    other[7] = x[7]
+    p2, _ = qm.matmul_parts(other, [(w.data, w.qtype) for w in ws])
+    assert torch.equal(p2[:, 7], part[:, 7])
+
+
+def _tile(n_slots: int, rows: list[tuple[int, int]], device):
+    from engine.block import Tile
+
+    slot = torch.tensor([r[0] for r in rows], dtype=torch.long, device=device)
+    pos = torch.tensor([r[1] for r in rows], dtype=torch.long, device=device)
+    return Tile(slot, pos, len(rows))
+
+
+def _block_case(synthetic, arch, qtype, n_rows=16, seed=4):
+    cfg, lw, rope = _weights(synthetic, arch, qtype, DEV)
+    gen = torch.Generator().manual_seed(seed)
+    n_slots, ctx = 3, 256
+    shape = (n_slots + 1, ctx, cfg.n_kv_heads, cfg.head_dim)
+    k = torch.randn(shape, generator=gen).to(DEV)
+    v = torch.randn(shape, generator=gen).to(DEV)
+    rows = [(1, 77) if i == 7 else (2 * (i % 2), 70 + i) for i in range(n_rows)]   # row 7 alone in slot 1
+    x = torch.randn(n_rows, cfg.n_embd, generator=gen).to(DEV)
+    return cfg, lw, rope, k, v, rows, x
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
+def test_fast_block_matches_torch_block(kernels, synthetic, arch):
+    """Same function as the torch path (float32 weights; a few rounding steps differ)."""
+    from engine.block import attention_part, ffn_part
+
+    fb = kernels["fast_block"]
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, arch, "Q8_0")
+    assert fb.supports(cfg, lw)
+    k1, v1, k2, v2 = k.clone(), v.clone(), k.clone(), v.clone()
+    tile = _tile(3, rows, DEV)
+    layer = 1
+    out = fb.run_block_cuda(lw, cfg, layer, x, tile, k1, v1, rope)
+    ref = ffn_part(lw, cfg, attention_part(lw, cfg, layer, x, tile, k2, v2, rope))
+    assert rel_err(out, ref) < 1e-4
+    assert rel_err(k1, k2) < 1e-5 and rel_err(v1, v2) < 1e-5
+
+
+def test_fast_block_is_row_invariant(kernels, synthetic):
+    fb = kernels["fast_block"]
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "qwen3", "Q4_1")
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    gen = torch.Generator().manual_seed(9)
+    # row 7 (slot 1, position 77) among other rows and in a call of another size; under the
+    # interpreter (numpy tl.dot) it keeps its position in the 16-row tile
+    placements = [(16, 7), (9, 7)] + ([(1, 0), (40, 23)] if GPU else [])
+    for n, at in placements:
+        xs = torch.randn(n, cfg.n_embd, generator=gen).to(DEV)
+        xs[at] = x[7]
+        rr = [rows[7] if i == at else (2 * (i % 2), 5 + i) for i in range(n)]
+        got = fb.run_block_cuda(lw, cfg, 1, xs, _tile(3, rr, DEV), k.clone(), v.clone(), rope)
+        assert torch.equal(got[at], out[7]), (n, at)
