@@ -100,6 +100,7 @@ class App:
         self.window.finish()                 # idempotent: closeEvent already did it when the window was shown
         self.bridge.shutdown().join(timeout)
         self.store.close()
+        self.theme.setParent(None)           # stop following the system scheme for this (closed) app
 
 
 def run(args: argparse.Namespace) -> int:

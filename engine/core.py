@@ -87,15 +87,11 @@ class EngineCore:
                                    self.stats, PROMPT_CHUNK)
         self.emit(Ready(config=m.effective, model=m.info, load_seconds=m.load_seconds))
 
-    def unload(self) -> None:
-        if self.scheduler is not None:
-            for s in self.scheduler.slots:
-                if s.seq is not None:
-                    self.scheduler.abort(s.seq.request_id)
-            for seq in list(self.scheduler.waiting):
-                self.scheduler.abort(seq.request_id)
+    def unload(self, reason: str = "abort", error: str = "") -> None:
         if self.model is not None:
             self.model.pipeline.close()
+        if self.scheduler is not None:
+            self.scheduler.abort_all(reason, error)
         self.model = self.scheduler = None
 
     def add_request(self, msg: AddRequest) -> None:
@@ -182,7 +178,7 @@ def run_engine_loop(core: EngineCore, get_msg, telemetry_hz: float = 10.0) -> No
             except Exception as e:  # noqa: BLE001 - never let the loop die silently
                 traceback.print_exc()
                 core.emit(ErrorReply(kind=error_kind(e), message=f"{type(e).__name__}: {e}"))
-                core.unload()
+                core.unload("error", f"{type(e).__name__}: {e}")
         if time.monotonic() >= next_tel:
             core.emit(core.telemetry())
             next_tel = time.monotonic() + period

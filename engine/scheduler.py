@@ -61,6 +61,19 @@ class Scheduler:
                 return True
         return False
 
+    def abort_all(self, reason: str = "abort", error: str = "") -> None:
+        """End every request (waiting, reading, decoding, in flight): used before unloading."""
+        for seq in list(self.waiting):
+            self.waiting.remove(seq)
+            seq.finish_reason, seq.error = reason, error
+            self.stats.finish(seq, -1, self.emit)
+        self.inflight.clear()
+        for s in self.slots:
+            if s.seq is not None:
+                s.seq.error = error
+                s.in_flight = False
+                self._release(s, reason)
+
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.inflight or any(s.seq for s in self.slots))

@@ -89,7 +89,8 @@ class MonitorData:
         t = self.latest
         if t is None:
             return "no telemetry yet"
-        parts = [f"{t.tok_s:.1f} tok/s", f"{t.tokens_total} tokens", f"{t.requests_total} requests"]
+        parts = [f"{t.tok_s:.1f} tok/s", f"{t.tokens_total} tokens",
+                 f"{t.requests_total} request{'s' if t.requests_total != 1 else ''}"]
         if t.drafts_offered_total:
             acc = t.drafts_accepted_total / t.drafts_offered_total
             mean_len = 1 + t.drafts_accepted_total / t.windows_total if t.windows_total else float("nan")

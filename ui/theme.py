@@ -84,8 +84,12 @@ class ThemeManager(QObject):
         self._system_palette = QPalette(app.palette())
         self.theme = LIGHT
         app.setStyle("Fusion")
-        app.styleHints().colorSchemeChanged.connect(lambda *_: self.apply())
+        app.styleHints().colorSchemeChanged.connect(self._scheme_changed)
         self.apply()
+
+    def _scheme_changed(self, *_):
+        if self.mode == "system":
+            self.apply()
 
     def _wanted(self) -> Theme:
         if self.mode == "dark":

@@ -104,3 +104,37 @@ def test_context_overflow_is_a_request_error(model):
     err = next(m for m in msgs if isinstance(m, ErrorReply))
     assert err.kind == "request" and "context holds 64" in err.message
     assert any(isinstance(m, RequestDone) and m.finish_reason == "error" for m in msgs)
+
+
+def test_reload_while_busy_ends_requests_instead_of_losing_them(model):
+    from engine.messages import LoadModel, Ready
+
+    with LocalEngine(EngineConfig(model=model, parallel=2)) as eng:
+        eng.submit(req("a", "first", n=5000))
+        eng.submit(req("b", "second", n=5000))
+        eng.submit(req("c", "third", n=5000))          # waits in the queue
+        ends, ready = {}, False
+        for msg in eng.events():
+            if isinstance(msg, TokenDelta) and not ends.get("sent"):
+                eng.engine.send(LoadModel(config=EngineConfig(model=model, parallel=1)))
+                ends["sent"] = True
+            elif isinstance(msg, RequestDone):
+                ends[msg.request_id] = msg.finish_reason
+            elif isinstance(msg, Ready):
+                ready = True
+                break
+    assert ready and {ends[k] for k in "abc"} == {"abort"}
+
+
+def test_window_failure_ends_its_requests_with_the_reason(model, monkeypatch):
+    from engine import block
+
+    with LocalEngine(EngineConfig(model=model)) as eng:
+        def boom(*a, **k):
+            raise MemoryError("simulated out of memory in a window")
+        monkeypatch.setattr(block, "ffn_part", boom)
+        d = run_together(eng, [req("x", "hi", n=4)])["x"].done
+        monkeypatch.undo()
+        ok = run_together(eng, [req("y", "hi", n=4)])["y"].done
+    assert d.finish_reason == "error" and "simulated out of memory" in d.error
+    assert ok.finish_reason == "length"
