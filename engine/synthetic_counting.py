@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGUFWriter
-from gguf.constants import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
 from engine.synthetic import _add_metadata, _resolve

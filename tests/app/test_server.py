@@ -15,12 +15,9 @@ import openai
 import pytest
 
 from app import openai_types as T
-from app.engine_client import connect_worker
-from app.server import ServerThread
-from engine.messages import AddRequest, ChatMessage, EngineConfig, RequestDone, SamplingParams, TokenDelta
+from engine.messages import AddRequest, ChatMessage, RequestDone, SamplingParams, TokenDelta
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-CONFIG = EngineConfig(model="default", parallel=2)
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 
@@ -31,21 +28,6 @@ def wait_until(pred, timeout: float = 5.0, step: float = 0.02) -> float:
         assert time.monotonic() - t0 < timeout, "condition not reached in time"
         time.sleep(step)
     return time.monotonic() - t0
-
-
-@pytest.fixture(scope="module")
-def engine():
-    c = connect_worker(CONFIG, timeout=120)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def server(engine):
-    s = ServerThread(engine, "127.0.0.1", 0)
-    s.start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")

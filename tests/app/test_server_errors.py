@@ -14,26 +14,12 @@ import pytest
 from app.engine_client import connect_worker
 from app.server import ServerThread
 from engine.messages import RequestDone
-from tests.app.test_server import CONFIG, all_idle, wait_until
+from tests.app.conftest import SERVER_CONFIG as CONFIG
+from tests.app.test_server import all_idle, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 CHAT = "/v1/chat/completions"
 MSG = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    c = connect_worker(CONFIG, timeout=120)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def server(engine):
-    s = ServerThread(engine, "127.0.0.1", 0)
-    s.start()
-    yield s
-    s.stop()
 
 
 def error_of(r: httpx.Response, status: int) -> dict:
