@@ -8,7 +8,7 @@ from collections import Counter
 from engine.config import model_config
 from engine.gguf_file import read_gguf
 from engine.model_files import resolve_model
-from engine.weights import layer_bytes
+from engine.model_info import layer_bytes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import Counter
 
 from app.engine_flags import add_engine_flags
-from engine.messages import EngineConfig, ModelInfo
+from engine.messages import EngineConfig
+from engine.model_info import probe_model
 
 ENGINE_FIELDS = ("model", "devices", "layer_split", "parallel", "batch_groups", "ctx", "draft", "spec",
                  "spec_min_p", "piped_mtp", "dtype")
@@ -35,31 +35,6 @@ def startup_config(saved: EngineConfig, args: argparse.Namespace | None) -> Engi
             d["piped_mtp"] = int(os.environ["STRATA_PIPED_MTP"])
     d["batch_groups"] = str(d["batch_groups"])
     return EngineConfig(**d)
-
-
-def probe_model(model: str) -> ModelInfo:
-    """GGUF metadata for the model picker, read from the file header (no torch, ~0.1 s)."""
-    from engine.config import model_config
-    from engine.gguf_file import read_gguf
-    from engine.model_files import resolve_model
-
-    gf = read_gguf(resolve_model(model))
-    cfg = model_config(gf)
-    n_blocks = cfg.n_layers + cfg.n_mtp
-    lb = [0] * n_blocks
-    for t in gf.tensors.values():
-        if t.name.startswith("blk."):
-            i = int(t.name.split(".")[1])
-            if i < n_blocks:
-                lb[i] += t.nbytes
-    meta = gf.metadata
-    return ModelInfo(path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
-                     n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
-                     context_length=cfg.context_length,
-                     quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
-                     file_bytes=gf.path.stat().st_size, layer_bytes=lb, mtp_layers=cfg.n_mtp,
-                     has_chat_template=bool(meta.get("tokenizer.chat_template")),
-                     tokenizer=str(meta.get("tokenizer.ggml.model", "")))
 
 
 class App:

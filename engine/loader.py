@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
-from engine.weights import WeightLoader, layer_bytes
+from engine.model_info import layer_bytes, model_info
+from engine.weights import WeightLoader
 
 TILE_SIZES = {"cpu": TileSizes(prompt=16, decode=1), "cuda": TileSizes(prompt=16, decode=16)}
 PROMPT_CHUNK = 64                      # prompt rows a slot reads per window
@@ -39,17 +39,6 @@ class LoadedModel:
     effective: EffectiveConfig
     info: ModelInfo
     load_seconds: float
-
-
-def model_info(gf: GGUFFile, cfg: ModelConfig, tok: Tokenizer | None) -> ModelInfo:
-    return ModelInfo(
-        path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
-        n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
-        context_length=cfg.context_length,
-        quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
-        file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
-        mtp_layers=cfg.n_mtp, has_chat_template=bool(tok and tok.has_chat_template),
-        tokenizer=str(gf.get("tokenizer.ggml.model", "")))
 
 
 def _dtype(config: EngineConfig, devices: list[str], notes: list[str]) -> torch.dtype:
@@ -97,17 +86,21 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if groups.note:
         notes.append(groups.note)
     dtype = _dtype(config, devices, notes)
-    lb = layer_bytes(gf, cfg.n_layers)
+    # Bytes each stage holds: CPU stages keep a dense copy of every matrix in the compute dtype (the
+    # file stays memory-mapped; the embedding is decoded row by row), GPU stages the quantized bytes.
+    on_cpu = devices[0] == "cpu"
+    dense = torch.finfo(dtype).bits // 8 if on_cpu else None
+    lb = layer_bytes(gf, cfg.n_layers, dense)
+    head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
     embd = gf.tensors["token_embd.weight"].nbytes
-    head = embd if cfg.tied_embeddings else gf.tensors["output.weight"].nbytes
+    head = head_t.n_elements * dense if on_cpu else head_t.nbytes
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
         starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, head)
     ends = starts[1:] + [cfg.n_layers]
-    # CPU keeps a dequantized copy of each matrix: count compute-dtype bytes, not quantized bytes
-    scale = (4 if dtype == torch.float32 else 2) * 2 if devices[0] == "cpu" else 1
     kv = cfg.kv_bytes_per_token // max(1, cfg.n_layers) * ctx * (config.parallel + 1)
-    need = [sum(lb[a:b]) * scale + kv * (b - a) for a, b in zip(starts, ends)]
+    need = [sum(lb[a:b]) + kv * (b - a) + (embd if k == 0 else 0) + (head if k == len(starts) - 1 else 0)
+            for k, (a, b) in enumerate(zip(starts, ends))]
     layout.check_fits(need, devices)
     _cpu_threads(devices, notes)
     tok = Tokenizer.from_gguf(gf)
@@ -133,7 +126,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     pipeline = Pipeline(stages, TILE_SIZES["cuda" if any(d.startswith("cuda") for d in devices) else "cpu"])
     progress(1.0, "ready")
-    info = model_info(gf, cfg, tok)
+    info = model_info(gf, cfg)
     eff = EffectiveConfig(
         model_path=str(path), model_name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers,
         stages=[StageInfo(index=s.index, device=str(s.device), first_layer=s.first, end_layer=s.end,

@@ -36,12 +36,12 @@ class Stage:
 
     @property
     def weight_bytes(self) -> int:
-        n = sum(lw.nbytes for lw in self.layers)
-        if self.embedding is not None:
-            n += self.embedding.nbytes
-        if self.head is not None and self.head.output is not self.embedding:
-            n += self.head.output.nbytes
-        return n
+        """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
+        quantized bytes."""
+        tensors = [v for lw in self.layers for v in vars(lw).values() if v is not None]
+        tensors += [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
+                    if t is not None]
+        return sum(resident_bytes(t) for t in tensors)
 
     @property
     def kv_bytes(self) -> int:
@@ -69,3 +69,11 @@ class Stage:
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         h = rms_norm(x, self.head.output_norm, self.cfg.norm_eps)
         return self.head.output.linear(h).float()
+
+
+def resident_bytes(t) -> int:
+    if isinstance(t, torch.Tensor):
+        return t.numel() * t.element_size()
+    parts = [t, *t._experts.values()]
+    dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)
+    return dense or t.nbytes

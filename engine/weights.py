@@ -31,11 +31,6 @@ class LayerWeights:
     up_exps: QuantTensor | None = None
     down_exps: QuantTensor | None = None
 
-    @property
-    def nbytes(self) -> int:
-        return sum(v.nbytes if isinstance(v, QuantTensor) else v.numel() * v.element_size()
-                   for v in vars(self).values() if v is not None)
-
 
 @dataclass
 class HeadWeights:
@@ -121,14 +116,3 @@ class WeightLoader:
             enorm=self.vector(p + "enorm.weight", device), hnorm=self.vector(p + "hnorm.weight", device),
             head_norm=self.vector(p + "shared_head_norm.weight", device),
             head=opt_m("shared_head_head.weight"), embed=opt_m("embed_tokens.weight"))
-
-
-def layer_bytes(gf: GGUFFile, n_blocks: int) -> list[int]:
-    """Quantized bytes of each block (for `auto` splits and the memory prediction)."""
-    out = [0] * n_blocks
-    for t in gf.tensors.values():
-        if t.name.startswith("blk."):
-            i = int(t.name.split(".")[1])
-            if i < n_blocks:
-                out[i] += t.nbytes
-    return out
