@@ -20,7 +20,9 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
     g.add_argument("--spec-min-p", type=float, default=0.0)
     g.add_argument("--piped-mtp", type=int, default=None,
                    help="draft depth inside pipelined groups (env STRATA_PIPED_MTP)")
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="weights' compute dtype: auto = float32 on CPU, bfloat16 on GPU; float16 decodes "
+                        "~2x faster on CPU")
 
 
 def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:

@@ -26,9 +26,9 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
                    k_cache: torch.Tensor, v_cache: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     T = x.shape[0]
     h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
-    q = lw.wq.linear(h).view(T, cfg.n_heads, cfg.head_dim)
-    k = lw.wk.linear(h).view(T, cfg.n_kv_heads, cfg.head_dim)
-    v = lw.wv.linear(h).view(T, cfg.n_kv_heads, cfg.head_dim)
+    q = lw.wq.linear(h, T).view(T, cfg.n_heads, cfg.head_dim)
+    k = lw.wk.linear(h, T).view(T, cfg.n_kv_heads, cfg.head_dim)
+    v = lw.wv.linear(h, T).view(T, cfg.n_kv_heads, cfg.head_dim)
     if lw.q_norm is not None:
         q = rms_norm(q, lw.q_norm, cfg.norm_eps)
         k = rms_norm(k, lw.k_norm, cfg.norm_eps)
@@ -38,23 +38,25 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
     v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
     a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale)
-    o = lw.wo.linear(a.reshape(T, cfg.n_heads * cfg.head_dim))
+    o = lw.wo.linear(a.reshape(T, cfg.n_heads * cfg.head_dim), T)
     if lw.post_attn_norm is not None:
         o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
     return x + o
 
 
 def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
-    """Routed experts, row-invariant: each expert runs its rows through fixed-tile matmuls, and each
-    row sums its experts in its own top-k order."""
-    probs = torch.softmax(lw.router.linear(h).float(), dim=-1)
+    """Routed experts, row-invariant: each expert runs its rows through matmuls on tiles of the
+    block's own tile size, and each row sums its experts in its own top-k order."""
+    T = h.shape[0]
+    probs = torch.softmax(lw.router.linear(h, T).float(), dim=-1)
     w, sel = torch.topk(probs, cfg.n_expert_used, dim=-1)          # [T, k]
     w = (w / w.sum(-1, keepdim=True)).to(h.dtype)
     ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)
     for e in torch.unique(sel).tolist():
         rows, ks = (sel == e).nonzero(as_tuple=True)
         x = h[rows]
-        y = lw.down_exps.expert(e).linear(glu(lw.gate_exps.expert(e).linear(x), lw.up_exps.expert(e).linear(x), False))
+        g, u = lw.gate_exps.expert(e).linear(x, T), lw.up_exps.expert(e).linear(x, T)
+        y = lw.down_exps.expert(e).linear(glu(g, u, False), T)
         ys[rows, ks] = y.to(ys.dtype)
     out = ys[:, 0] * w[:, :1]
     for j in range(1, cfg.n_expert_used):
@@ -67,7 +69,8 @@ def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tenso
     if cfg.is_moe:
         f = moe(lw, cfg, h)
     else:
-        f = lw.w_down.linear(glu(lw.w_gate.linear(h), lw.w_up.linear(h), cfg.gelu))
+        T = h.shape[0]
+        f = lw.w_down.linear(glu(lw.w_gate.linear(h, T), lw.w_up.linear(h, T), cfg.gelu), T)
     if lw.post_ffw_norm is not None:
         f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
     return x + f

@@ -41,12 +41,17 @@ class LoadedModel:
     load_seconds: float
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def _dtype(config: EngineConfig, devices: list[str], notes: list[str]) -> torch.dtype:
-    if config.dtype == "bfloat16":
-        return torch.bfloat16
-    if config.dtype == "float32" or all(d == "cpu" for d in devices):
-        return torch.float32
-    return torch.bfloat16
+    """Weights' compute dtype (the residual stream is always float32). auto: float32 on CPU (the
+    reference numerics), bfloat16 on GPU."""
+    if config.dtype in DTYPES:
+        return DTYPES[config.dtype]
+    if config.dtype != "auto":
+        raise ConfigError(f"--dtype {config.dtype!r}: use auto, {', '.join(DTYPES)}")
+    return torch.float32 if all(d == "cpu" for d in devices) else torch.bfloat16
 
 
 def _cpu_threads(devices: list[str], notes: list[str]) -> None:

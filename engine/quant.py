@@ -184,14 +184,16 @@ class QuantTensor:
             picked = dequantize(self.data[flat], self.qtype, flat.numel() * cols).to(self.compute_dtype)
         return picked.reshape(*ids.shape, cols)
 
-    def linear(self, x: torch.Tensor) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, tile: int = LINEAR_TILE) -> torch.Tensor:
         """x[..., in] @ W.T -> [..., out] in the compute dtype (f32 or bf16), row-invariant: a row's
-        result is bit-identical whatever the other rows hold and however many there are."""
+        result is bit-identical whatever the other rows hold and however many there are. On CPU the
+        rows run on zero-padded tiles of exactly `tile` rows (the caller keeps it fixed per row kind);
+        the CUDA kernels are row-invariant at any row count."""
         if len(self.shape) != 2:
             raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
         if self.device.type == "cuda":
             return self.triton_linear(x)
-        return tiled_linear(x, self.dense_weight())
+        return tiled_linear(x, self.dense_weight(), tile)
 
     def expert(self, e: int) -> QuantTensor:
         """Expert e of a (n_expert, out, in) stack, as a 2-D QuantTensor sharing this one's bytes."""

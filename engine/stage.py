@@ -68,7 +68,7 @@ class Stage:
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         h = rms_norm(x, self.head.output_norm, self.cfg.norm_eps)
-        return self.head.output.linear(h).float()
+        return self.head.output.linear(h, h.shape[0]).float()
 
 
 def resident_bytes(t) -> int:

@@ -149,7 +149,7 @@ def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, e
                                post_w if post_w is not None else x, norm_w if norm_w is not None else x,
                                xo, h if h is not None else xo, N, float(eps), HAS_POST=post_w is not None,
                                HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N),
-                               num_warps=4 if N <= 4096 else 8)
+                               num_warps=4 if N * S < 32768 else 8)
     return xo, h
 
 

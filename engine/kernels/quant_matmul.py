@@ -2,7 +2,8 @@
 
 out[M, N] = x[M, K] @ W[N, K].T. One program owns a BLOCK_M x BN output tile and one fixed range of
 K (split-K), walked in blocks of 32 (one Q*_0/Q*_1 block, one K-quant sub-block) in a fixed order,
-UNROLL blocks per loop step so their loads are in flight together. Partial sums of the K ranges are
+UNROLL blocks per loop step, loaded as one [BN, UNROLL, 32] wave (scales once per row and block) so
+their memory latencies overlap. Partial sums of the K ranges are
 added in order by a second kernel (or by a fused consumer, engine.kernels.fused). The configuration
 (BN, UNROLL, the K split) is a function of N and K only, never of M, and a row's accumulation reads
 only that row of x, so each row's result is bit-identical whatever the other rows are and however
@@ -14,13 +15,15 @@ inputs use IEEE precision (no TF32). Importing this module imports triton: impor
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 BLOCK_M = 16
-NUM_WARPS = 4
+NUM_WARPS = int(os.environ.get("STRATA_MM_WARPS", "4"))
 DENSE = 0
 QTYPE_CODES = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q5_0: 4, QT.Q5_1: 5, QT.Q4_K: 6, QT.Q5_K: 7, QT.Q6_K: 8}
 KERNEL_TYPES = frozenset(QTYPE_CODES)
@@ -38,50 +41,15 @@ def _byte(wb, off):
 
 
 @triton.jit
-def _nibble(wb, at, j):
-    """Value j (0..31) of a 16-byte run of 4-bit values: low nibbles first, then high nibbles."""
-    byte = _byte(wb, at[:, None] + (j % 16)[None, :])
-    return (byte >> ((j // 16) * 4)[None, :]) & 0xF
+def _nib(wb, at, j):
+    """Value j (0..31) of the 16-byte run of 4-bit values at `at`: low nibbles first, then high."""
+    return (_byte(wb, at + j % 16) >> ((j // 16) * 4)) & 0xF
 
 
 @triton.jit
-def _fifth_bit(wb, at, j):
+def _fifth(wb, at, j):
     """Bit j of the little-endian u32 at `at`, moved to 0x10."""
-    return ((_byte(wb, at[:, None] + (j // 8)[None, :]) >> (j % 8)[None, :]) & 1) << 4
-
-
-@triton.jit
-def _q8_0(wb, w16, row, k0, j):
-    blk = row + (k0 // 32) * 34
-    q = tl.load(wb + blk[:, None] + 2 + j[None, :]).to(tl.int8, bitcast=True)
-    return q.to(tl.float32) * _f16(w16, blk)[:, None]
-
-
-@triton.jit
-def _q4_0(wb, w16, row, k0, j):
-    blk = row + (k0 // 32) * 18
-    return _f16(w16, blk)[:, None] * (_nibble(wb, blk + 2, j) - 8).to(tl.float32)
-
-
-@triton.jit
-def _q4_1(wb, w16, row, k0, j):
-    blk = row + (k0 // 32) * 20
-    q = _nibble(wb, blk + 4, j).to(tl.float32)
-    return _f16(w16, blk)[:, None] * q + _f16(w16, blk + 2)[:, None]
-
-
-@triton.jit
-def _q5_0(wb, w16, row, k0, j):
-    blk = row + (k0 // 32) * 22
-    q = _nibble(wb, blk + 6, j) | _fifth_bit(wb, blk + 2, j)
-    return _f16(w16, blk)[:, None] * (q - 16).to(tl.float32)
-
-
-@triton.jit
-def _q5_1(wb, w16, row, k0, j):
-    blk = row + (k0 // 32) * 24
-    q = (_nibble(wb, blk + 8, j) | _fifth_bit(wb, blk + 4, j)).to(tl.float32)
-    return _f16(w16, blk)[:, None] * q + _f16(w16, blk + 2)[:, None]
+    return ((_byte(wb, at + j // 8) >> (j % 8)) & 1) << 4
 
 
 @triton.jit
@@ -97,71 +65,61 @@ def _scale_min_k4(wb, at, s):
 
 
 @triton.jit
-def _q4_k(wb, w16, row, k0, j):
-    blk = row + (k0 // 256) * 144
-    s = (k0 % 256) // 32
-    sc, mn = _scale_min_k4(wb, blk + 4, s)
-    q = (_byte(wb, (blk + 16 + (s // 2) * 32)[:, None] + j[None, :]) >> ((s % 2) * 4)) & 0xF
-    dl = _f16(w16, blk) * sc
-    ml = _f16(w16, blk + 2) * mn
-    return dl[:, None] * q.to(tl.float32) - ml[:, None]
-
-
-@triton.jit
-def _q5_k(wb, w16, row, k0, j):
-    blk = row + (k0 // 256) * 176
-    s = (k0 % 256) // 32
-    sc, mn = _scale_min_k4(wb, blk + 4, s)
-    ql = (_byte(wb, (blk + 48 + (s // 2) * 32)[:, None] + j[None, :]) >> ((s % 2) * 4)) & 0xF
-    qh = ((_byte(wb, (blk + 16)[:, None] + j[None, :]) >> s) & 1) << 4
-    dl = _f16(w16, blk) * sc
-    ml = _f16(w16, blk + 2) * mn
-    return dl[:, None] * (ql | qh).to(tl.float32) - ml[:, None]
-
-
-@triton.jit
-def _q6_k(wb, w16, row, k0, j):
-    blk = row + (k0 // 256) * 210
-    e0 = k0 % 256
-    half = e0 // 128
-    ql = (_byte(wb, (blk + half * 64 + e0 % 64)[:, None] + j[None, :]) >> (((e0 // 64) % 2) * 4)) & 0xF
-    qh = (_byte(wb, (blk + 128 + half * 32)[:, None] + j[None, :]) >> (((e0 // 32) % 4) * 2)) & 3
-    sc = tl.load(wb + (blk + 192 + e0 // 16)[:, None] + (j // 16)[None, :]).to(tl.int8, bitcast=True)
-    dl = _f16(w16, blk + 208)[:, None] * sc.to(tl.float32)
-    return dl * ((ql | (qh << 4)) - 32).to(tl.float32)
-
-
-@triton.jit
-def _weight_tile(wb, w16, wd, n, kk, k0, j, K, row_bytes, QTYPE: tl.constexpr):
-    """The (BLOCK_N, BLOCK_K) f32 weight tile for rows n and columns k0 + j."""
-    row = n.to(tl.int64) * row_bytes
+def _weight_tile(wb, w16, r, n, kb, j, K, QTYPE: tl.constexpr):
+    """The f32 weights [BN, U, 32]: rows n (byte offsets r = n * row_bytes, both [BN, 1, 1]), K blocks
+    kb [1, U, 1] of 32 values, values j [1, 1, 32] inside each block. Same formulas as engine.quant;
+    scales are read once per (row, block) and broadcast over its 32 values."""
     if QTYPE == 0:
-        w = tl.load(wd + n.to(tl.int64)[:, None] * K + kk[None, :], mask=kk[None, :] < K, other=0.0).to(tl.float32)
+        kk = kb * 32 + j
+        w = tl.load(wb + n.to(tl.int64) * K + kk, mask=kk < K, other=0.0).to(tl.float32)
     elif QTYPE == 1:
-        w = _q8_0(wb, w16, row, k0, j)
+        blk = r + kb * 34
+        q = tl.load(wb + blk + 2 + j).to(tl.int8, bitcast=True)
+        w = q.to(tl.float32) * _f16(w16, blk)
     elif QTYPE == 2:
-        w = _q4_0(wb, w16, row, k0, j)
+        blk = r + kb * 18
+        w = _f16(w16, blk) * (_nib(wb, blk + 2, j) - 8).to(tl.float32)
     elif QTYPE == 3:
-        w = _q4_1(wb, w16, row, k0, j)
+        blk = r + kb * 20
+        w = _f16(w16, blk) * _nib(wb, blk + 4, j).to(tl.float32) + _f16(w16, blk + 2)
     elif QTYPE == 4:
-        w = _q5_0(wb, w16, row, k0, j)
+        blk = r + kb * 22
+        q = _nib(wb, blk + 6, j) | _fifth(wb, blk + 2, j)
+        w = _f16(w16, blk) * (q - 16).to(tl.float32)
     elif QTYPE == 5:
-        w = _q5_1(wb, w16, row, k0, j)
+        blk = r + kb * 24
+        q = (_nib(wb, blk + 8, j) | _fifth(wb, blk + 4, j)).to(tl.float32)
+        w = _f16(w16, blk) * q + _f16(w16, blk + 2)
     elif QTYPE == 6:
-        w = _q4_k(wb, w16, row, k0, j)
+        blk = r + (kb // 8) * 144
+        sb = kb % 8
+        sc, mn = _scale_min_k4(wb, blk + 4, sb)
+        q = (_byte(wb, blk + 16 + (sb // 2) * 32 + j) >> ((sb % 2) * 4)) & 0xF
+        w = (_f16(w16, blk) * sc) * q.to(tl.float32) - _f16(w16, blk + 2) * mn
     elif QTYPE == 7:
-        w = _q5_k(wb, w16, row, k0, j)
+        blk = r + (kb // 8) * 176
+        sb = kb % 8
+        sc, mn = _scale_min_k4(wb, blk + 4, sb)
+        ql = (_byte(wb, blk + 48 + (sb // 2) * 32 + j) >> ((sb % 2) * 4)) & 0xF
+        qh = ((_byte(wb, blk + 16 + j) >> sb) & 1) << 4
+        w = (_f16(w16, blk) * sc) * (ql | qh).to(tl.float32) - _f16(w16, blk + 2) * mn
     else:
-        w = _q6_k(wb, w16, row, k0, j)
+        blk = r + (kb // 8) * 210
+        e0 = (kb % 8) * 32
+        half = e0 // 128
+        ql = (_byte(wb, blk + half * 64 + e0 % 64 + j) >> (((e0 // 64) % 2) * 4)) & 0xF
+        qh = (_byte(wb, blk + 128 + half * 32 + j) >> (((e0 // 32) % 4) * 2)) & 3
+        sc = tl.load(wb + blk + 192 + e0 // 16 + j // 16).to(tl.int8, bitcast=True)
+        w = (_f16(w16, blk + 208) * sc.to(tl.float32)) * ((ql | (qh << 4)) - 32).to(tl.float32)
     return w
 
 
 @triton.jit
-def _matmul_kernel(x_ptr, wb, w16, part_ptr, M, K, n1, n2, n3, d1, d2, row_bytes, stride_xm,
+def _matmul_kernel(x_ptr, wb, w16, part_ptr, M, K, n1, n2, n_end, d1, d2, row_bytes, stride_xm,
                    stride_ps, stride_pm, col0, KB,
                    QTYPE: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                    UNROLL: tl.constexpr):
-    """Up to three weights with the same type and K side by side (columns [0,n1), [n1,n2), [n2,n3)),
+    """Up to three weights with the same type and K side by side (columns [0,n1), [n1,n2), [n2,n_end)),
     their bytes at wb, wb + d1, wb + d2. Program (i, j, s): rows i*BM.., columns j*BN.., K blocks of 32
     [s*KB, s*KB + KB), in order, UNROLL blocks per step; the partial sums go to part[s]."""
     offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -170,31 +128,34 @@ def _matmul_kernel(x_ptr, wb, w16, part_ptr, M, K, n1, n2, n3, d1, d2, row_bytes
     in1 = c0 >= n1
     in2 = c0 >= n2
     base = tl.where(in2, n2, tl.where(in1, n1, 0))
-    n_rows = tl.where(in2, n3, tl.where(in1, n2, n1)) - base
+    n_rows = tl.where(in2, n_end, tl.where(in1, n2, n1)) - base
     delta = tl.where(in2, d2, tl.where(in1, d1, 0)).to(tl.int64)
     wbt = wb + delta
     w16t = w16 + delta // 2
     local = c0 - base + tl.arange(0, BN)
     n = tl.minimum(local, n_rows - 1)
+    n3 = n[:, None, None]
+    r3 = n3.to(tl.int64) * row_bytes
     m = tl.minimum(offs_m, M - 1).to(tl.int64)
-    j = tl.arange(0, 32)
+    u3 = tl.arange(0, UNROLL)[None, :, None]
+    j3 = tl.arange(0, 32)[None, None, :]
+    kw = tl.arange(0, UNROLL * 32)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     nkb = tl.cdiv(K, 32)
     kb_lo = pid_s * KB
     kb_hi = tl.minimum(kb_lo + KB, nkb)
     for c in range(kb_lo, kb_hi, UNROLL):
-        for u in tl.static_range(UNROLL):
-            kb = c + u
-            k0 = tl.minimum(kb, kb_hi - 1) * 32
-            kk = k0 + j
-            kr = kb * 32 + j                        # unclamped: past kb_hi this block adds nothing
-            ok = (kr < K) & (kr < kb_hi * 32)
-            x = tl.load(x_ptr + m[:, None] * stride_xm + kk[None, :], mask=ok[None, :], other=0.0)
-            w = _weight_tile(wbt, w16t, wbt, n, kk, k0, j, K, row_bytes, QTYPE).to(x.dtype)
-            if IEEE:
-                acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(x, tl.trans(w), acc)
+        # one wave of loads for UNROLL blocks; blocks past kb_hi read a valid block and meet x = 0
+        kk = c * 32 + kw
+        ok = (kk < K) & (kk < kb_hi * 32)
+        x = tl.load(x_ptr + m[:, None] * stride_xm + kk[None, :], mask=ok[None, :], other=0.0)
+        kb3 = tl.minimum(c + u3, kb_hi - 1)
+        w = _weight_tile(wbt, w16t, r3, n3, kb3, j3, K, QTYPE)
+        w = tl.reshape(w, (BN, UNROLL * 32)).to(x.dtype)
+        if IEEE:
+            acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(x, tl.trans(w), acc)
     mask = (offs_m[:, None] < M) & (local[None, :] < n_rows)
     out = (part_ptr + pid_s * stride_ps + offs_m.to(tl.int64)[:, None] * stride_pm
            + (col0 + c0 + tl.arange(0, BN))[None, :])
@@ -212,8 +173,9 @@ def _sum_kernel(part_ptr, out_ptr, total, S, stride_ps, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-TARGET_PROGRAMS = 512      # split K until about this many programs run (a function of N and K only)
-UNROLL = 4                 # K blocks of 32 loaded per loop step
+# Tuning (functions of N and K only; env overrides are for measuring, and must be the same everywhere)
+TARGET_PROGRAMS = int(os.environ.get("STRATA_MM_TARGET", "2048"))  # split K until about this many programs
+UNROLL = int(os.environ.get("STRATA_MM_UNROLL", "4"))               # K blocks of 32 per loop step (power of 2)
 
 
 def plan(n_total: int, k: int, parts: tuple[int, ...] = ()) -> tuple[int, int, int, int]:
@@ -228,7 +190,9 @@ def plan(n_total: int, k: int, parts: tuple[int, ...] = ()) -> tuple[int, int, i
         if bn < 16:
             return 0, 0, 0, 0
     nkb = triton.cdiv(k, 32)
-    unroll = min(UNROLL, nkb)
+    # measured on an H200 (graph replay of a 16-row tile): 4 blocks per step for K <= 2048 (SmolLM2
+    # shapes: 1.07 ms vs 1.26 ms with 2), 2 above (Llama-3-8B shapes: 11.6 ms vs 13.5 ms with 4)
+    unroll = min(UNROLL if nkb <= 64 else max(1, UNROLL // 2), triton.next_power_of_2(nkb))
     chunks = triton.cdiv(nkb, unroll)
     tiles = triton.cdiv(n_total, bn)
     s = max(1, min(chunks, round(TARGET_PROGRAMS / tiles)))

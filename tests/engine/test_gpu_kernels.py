@@ -118,3 +118,24 @@ def test_fast_block_is_row_invariant(kernels, synthetic):
         rr = [rows[7] if i == at else (2 * (i % 2), 5 + i) for i in range(n)]
         got = fb.run_block_cuda(lw, cfg, 1, xs, _tile(3, rr, DEV), k.clone(), v.clone(), rope)
         assert torch.equal(got[at], out[7]), (n, at)
+
+
+@pytest.mark.parametrize("k", [160, 576])
+def test_quant_linear_k_tails(kernels, k):
+    """K not a multiple of the kernel's K step (UNROLL blocks of 32): the tail blocks add nothing."""
+    import numpy as np
+    from gguf import quants
+    from gguf.constants import GGMLQuantizationType as QT
+
+    from engine.quant import QuantTensor
+
+    qm = kernels["quant_matmul"]
+    rng = np.random.default_rng(7)
+    raw = quants.quantize(rng.standard_normal((40, k)).astype(np.float32), QT.Q8_0)
+    w = QuantTensor(torch.from_numpy(raw).to(DEV), QT.Q8_0, (40, k))
+    x = torch.randn(5, k, generator=torch.Generator().manual_seed(8)).to(DEV)
+    ref = x.double() @ w.dequantize().double().T
+    assert rel_err(qm.quant_linear(x, w.data, w.qtype), ref) < 1e-6
+    dense = torch.randn(24, k - 16, generator=torch.Generator().manual_seed(9)).to(DEV)
+    xd = x[:, : k - 16].contiguous()
+    assert rel_err(qm.dense_linear(xd, dense), xd.double() @ dense.double().T) < 1e-6
