@@ -149,9 +149,10 @@ class Pipeline:
         out = {}
         with torch.inference_mode():
             for a, size, _ in rows.bounds:
-                if any(a <= p < a + size for p in want):
-                    lg = stage.logits(y[a:a + size]).cpu()
-                    out.update({p: lg[p - a] for p in want if a <= p < a + size})
+                inside = sorted(p for p in want if a <= p < a + size)
+                if inside:   # the head runs on the whole tile; only the wanted rows travel to the host
+                    lg = stage.logits(y[a:a + size])[torch.tensor(inside, device=y.device) - a].cpu()
+                    out.update(zip(inside, lg))
         return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)
 
     def score(self, tokens: list[int], slot: int = 0, start: int = 0) -> torch.Tensor:
