@@ -26,15 +26,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def bench_prompt(n_tokens: int, i: int) -> str:
-    # about 4 characters per token; streams differ in their first words so prefix reuse cannot help
-    words = (f"Stream {i}. " + BENCH_TEXT * (n_tokens // 20 + 1)).split(" ")
+def bench_prompt(n_tokens: int, tag: str) -> str:
+    # streams (and levels) differ in their first words so prefix reuse cannot help
+    words = (f"Stream {tag}. " + BENCH_TEXT * (n_tokens // 20 + 1)).split(" ")
     return " ".join(words[: max(1, int(n_tokens * 0.75))])
 
 
 def run_level(eng: LocalEngine, n: int, args, tag: str) -> dict:
     sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
-    reqs = [AddRequest(request_id=f"{tag}{i}", prompt=bench_prompt(args.prompt_tokens, i),
+    reqs = [AddRequest(request_id=f"{tag}{i}", prompt=bench_prompt(args.prompt_tokens, f"{tag}{i}"),
                        sampling=msgspec.structs.replace(sp, seed=i)) for i in range(n)]
     tel: list[Telemetry] = []
     t0 = time.monotonic()
