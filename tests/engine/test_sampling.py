@@ -1,0 +1,62 @@
+"""Sampling: greedy, temperature, top-k, top-p, min-p, penalties; draws keyed by (seed, position)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from engine.messages import SamplingParams
+from engine.sampling import apply_penalties, keyed_uniform, pick, pick_rows
+
+
+def logits_from(probs: list[float]) -> torch.Tensor:
+    return torch.tensor(probs, dtype=torch.float32).log()
+
+
+def test_keyed_uniform_depends_only_on_seed_and_position():
+    assert keyed_uniform(7, 100) == keyed_uniform(7, 100)
+    draws = {keyed_uniform(7, p) for p in range(1000)}
+    assert len(draws) == 1000 and all(0.0 <= u < 1.0 for u in draws)
+    assert keyed_uniform(7, 5) != keyed_uniform(8, 5)
+    assert abs(sum(draws) / 1000 - 0.5) < 0.05
+
+
+def test_greedy_takes_the_first_maximum():
+    assert pick(torch.tensor([0.0, 3.0, 3.0, 1.0]), SamplingParams(), None, 0) == (1, 1.0)
+
+
+def test_filters_limit_the_candidates():
+    lg = logits_from([0.5, 0.3, 0.15, 0.05])
+    seen = lambda sp: {pick(lg, sp, None, p)[0] for p in range(400)}  # noqa: E731
+    assert seen(SamplingParams(temperature=1.0, seed=1)) == {0, 1, 2, 3}
+    assert seen(SamplingParams(temperature=1.0, top_k=2, seed=1)) == {0, 1}
+    assert seen(SamplingParams(temperature=1.0, top_p=0.7, seed=1)) == {0, 1}
+    assert seen(SamplingParams(temperature=1.0, min_p=0.5, seed=1)) == {0, 1}
+    assert seen(SamplingParams(temperature=0.05, seed=1)) == {0}
+
+
+def test_sampled_frequencies_follow_the_distribution():
+    lg = logits_from([0.6, 0.3, 0.1])
+    counts = Counter(pick(lg, SamplingParams(temperature=1.0, seed=3), None, p)[0] for p in range(3000))
+    assert abs(counts[0] / 3000 - 0.6) < 0.04 and abs(counts[2] / 3000 - 0.1) < 0.03
+
+
+def test_penalties():
+    lg = torch.tensor([2.0, -1.0, 0.5])
+    out = apply_penalties(lg, SamplingParams(repetition_penalty=2.0), Counter({0: 1, 1: 1}))
+    assert out.tolist() == [1.0, -2.0, 0.5]
+    out = apply_penalties(lg, SamplingParams(presence_penalty=0.5, frequency_penalty=0.25), Counter({2: 2}))
+    assert out.tolist() == [2.0, -1.0, 0.5 - 0.5 - 0.5]
+    # a strong repetition penalty turns greedy away from the repeated token
+    assert pick(torch.tensor([2.0, 1.5]), SamplingParams(repetition_penalty=2.0), Counter({0: 1}), 0)[0] == 1
+
+
+def test_rows_of_a_window_see_the_proposals_before_them():
+    """Row i's penalties count proposals[:i], exactly as if they had been accepted one by one."""
+    sp = SamplingParams(repetition_penalty=10.0)
+    lg = torch.tensor([[1.0, 0.9, 0.0]] * 3)
+    picks = pick_rows(lg, sp, history=[2], positions=[5, 6, 7], proposals=[0, 1])
+    assert picks == [0, 1, 0]     # row 1 sees token 0 penalised; row 2 sees 0 and 1 penalised: 0.1 vs 0.09
+    alone = [pick(lg[0], sp, Counter([2]), 5)[0], pick(lg[1], sp, Counter([2, 0]), 6)[0],
+             pick(lg[2], sp, Counter([2, 0, 1]), 7)[0]]
+    assert picks == alone
