@@ -37,12 +37,16 @@ def main(argv: list[str] | None = None) -> int:
         mod.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
         modules[name] = mod
     args = parser.parse_args(argv)
+    from app.engine_client import EngineFailure
     from engine.errors import EngineError
 
     try:
         return int(modules[args.command].run(args) or 0)
     except EngineError as e:
         print(f"strata {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except EngineFailure as e:
+        print(f"strata {args.command}: error: {e.reply.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -12,7 +12,7 @@ import sys
 import msgspec
 
 from app.engine_flags import add_engine_flags, engine_config_from_args
-from app.local_engine import LocalEngine
+from app.local_engine import local_client
 from app.run_requests import run_together
 from engine.messages import AddRequest, SamplingParams
 
@@ -56,14 +56,14 @@ def run(args: argparse.Namespace) -> int:
     solo = msgspec.structs.replace(cfg, devices=cfg.devices.split(",")[0], layer_split="auto", parallel=1,
                                    batch_groups="auto", spec=1, piped_mtp=0)
     reference = {}
-    with LocalEngine(solo) as eng:
+    with local_client(solo) as eng:
         for r in requests(cfg.parallel, sp, "s"):
             o = run_together(eng, [r])[r.request_id]
             if o.done.finish_reason == "error":
                 print(f"reference run failed: {o.done.error}", file=sys.stderr)
                 return 1
             reference[r.request_id[1:]] = o.tokens
-    with LocalEngine(cfg) as eng:
+    with local_client(cfg) as eng:
         eff = eng.ready.config
         together = run_together(eng, requests(cfg.parallel, sp, "b"))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)

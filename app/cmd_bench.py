@@ -9,7 +9,7 @@ import time
 import msgspec
 
 from app.engine_flags import add_engine_flags, engine_config_from_args
-from app.local_engine import LocalEngine
+from app.local_engine import local_client
 from app.run_requests import run_together
 from engine.messages import AddRequest, SamplingParams, Telemetry
 
@@ -32,7 +32,7 @@ def bench_prompt(n_tokens: int, tag: str) -> str:
     return " ".join(words[: max(1, int(n_tokens * 0.75))])
 
 
-def run_level(eng: LocalEngine, n: int, args, tag: str) -> dict:
+def run_level(eng, n: int, args, tag: str) -> dict:
     sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
     reqs = [AddRequest(request_id=f"{tag}{i}", prompt=bench_prompt(args.prompt_tokens, f"{tag}{i}"),
                        sampling=msgspec.structs.replace(sp, seed=i)) for i in range(n)]
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.streams.split(",") if x.strip()]
     cfg = engine_config_from_args(args)
     cfg = msgspec.structs.replace(cfg, parallel=max(cfg.parallel, *levels))
-    with LocalEngine(cfg) as eng:
+    with local_client(cfg) as eng:
         eff = eng.ready.config
         run_level(eng, 1, _warm(args), "w")
         rows = [run_level(eng, n, args, f"b{n}_") for n in levels]

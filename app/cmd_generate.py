@@ -7,8 +7,8 @@ import sys
 import time
 
 from app.engine_flags import add_engine_flags, engine_config_from_args
-from app.local_engine import LocalEngine
-from engine.messages import AddRequest, ChatMessage, SamplingParams
+from app.local_engine import local_client
+from engine.messages import AddRequest, ChatMessage, SamplingParams, TokenDelta
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,13 +36,20 @@ def run(args: argparse.Namespace) -> int:
         req = AddRequest(request_id="gen", messages=msgs + [ChatMessage(role="user", content=args.prompt)], sampling=sp)
     else:
         req = AddRequest(request_id="gen", prompt=args.prompt, sampling=sp)
-    with LocalEngine(engine_config_from_args(args)) as eng:
+    with local_client(engine_config_from_args(args)) as client:
         stream = not args.json and sys.stdout.isatty()
         t0 = time.perf_counter()
-        text, ids, done = eng.generate(req, on_text=(lambda s: print(s, end="", flush=True)) if stream else None)
+        handle, parts, ids = client.submit(req), [], []
+        for ev in handle:
+            if isinstance(ev, TokenDelta):
+                parts.append(ev.text)
+                ids += ev.token_ids
+                if stream:
+                    print(ev.text, end="", flush=True)
+        text, done, ready = "".join(parts), handle.done, client.ready
         wall = time.perf_counter() - t0
     figures = {
-        "load_s": round(eng.ready.load_seconds, 3),
+        "load_s": round(ready.load_seconds, 3),
         "prompt_tokens": done.prompt_tokens,
         "prompt_tok_s": round(done.prompt_tokens / done.prompt_s, 1) if done.prompt_s else None,
         "completion_tokens": done.completion_tokens,

@@ -211,6 +211,10 @@ class EngineClient:
     def add_listener(self, fn: Callable[[EngineOut], None]) -> None:
         self._listeners.append(fn)
 
+    def remove_listener(self, fn: Callable[[EngineOut], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(fn)
+
     def add_state_listener(self, fn: Callable[[str], None]) -> None:
         """fn(state) on every state change, from whichever thread made the change."""
         self._state_listeners.append(fn)

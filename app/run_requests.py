@@ -1,10 +1,10 @@
-"""Run a set of requests at once on a LocalEngine and collect each one's tokens, text and record."""
+"""Run a set of requests at once through an EngineClient and collect each one's tokens, text and record."""
 from __future__ import annotations
 
-import time
+import queue
 from dataclasses import dataclass, field
 
-from engine.messages import AddRequest, ErrorReply, RequestDone, Telemetry, TokenDelta
+from engine.messages import AddRequest, RequestDone, Telemetry, TokenDelta
 
 
 @dataclass
@@ -13,29 +13,38 @@ class Outcome:
     tokens: list[int] = field(default_factory=list)
     text: str = ""
     done: RequestDone | None = None
-    t_first: float = 0.0
 
 
-def run_together(engine, requests: list[AddRequest], on_telemetry=None) -> dict[str, Outcome]:
-    out = {r.request_id: Outcome(r.request_id) for r in requests}
-    for r in requests:
-        engine.submit(r)
-    pending = set(out)
-    for msg in engine.events():
-        if isinstance(msg, TokenDelta) and msg.request_id in out:
-            o = out[msg.request_id]
-            o.tokens += msg.token_ids
-            o.text += msg.text
-            if msg.token_ids and not o.t_first:
-                o.t_first = time.monotonic()
-        elif isinstance(msg, RequestDone) and msg.request_id in out:
-            out[msg.request_id].done = msg
-            pending.discard(msg.request_id)
-            if not pending:
-                break
-        elif isinstance(msg, ErrorReply) and msg.request_id in out:
-            from app.local_engine import raise_reply
-            raise_reply(msg)
-        elif isinstance(msg, Telemetry) and on_telemetry is not None:
+def run_together(client, requests: list[AddRequest], on_telemetry=None) -> dict[str, Outcome]:
+    """Submit every request, then read each stream to its end (the client buffers the others)."""
+    def listener(msg):
+        if isinstance(msg, Telemetry):
             on_telemetry(msg)
-    return out
+
+    if on_telemetry is not None:
+        client.add_listener(listener)
+    try:
+        handles = [client.submit(r) for r in requests]
+        out = {}
+        for h in handles:
+            o = out[h.request_id] = Outcome(h.request_id)
+            for ev in h:
+                if isinstance(ev, TokenDelta):
+                    o.tokens += ev.token_ids
+                    o.text += ev.text
+            o.done = h.done
+        return out
+    finally:
+        if on_telemetry is not None:
+            client.remove_listener(listener)
+
+
+def next_telemetry(client, timeout: float = 5.0) -> Telemetry:
+    """The next Telemetry the engine publishes."""
+    q: queue.Queue = queue.Queue()
+    fn = lambda m: isinstance(m, Telemetry) and q.put(m)  # noqa: E731
+    client.add_listener(fn)
+    try:
+        return q.get(timeout=timeout)
+    finally:
+        client.remove_listener(fn)

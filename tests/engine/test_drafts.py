@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.cli import main
-from app.local_engine import LocalEngine
-from app.run_requests import run_together
+from app.local_engine import local_client
+from app.run_requests import next_telemetry, run_together
 from engine.drafts import lookup_proposals
 from engine.messages import AddRequest, EngineConfig, SamplingParams, Telemetry
 
@@ -27,9 +27,9 @@ def test_mtp_drafts_are_accepted_on_a_model_whose_drafter_agrees(counting, layou
     reqs = [AddRequest(request_id=f"r{i}", prompt=f"count from {i}",
                        sampling=SamplingParams(max_tokens=24, ignore_eos=True)) for i in range(layout["parallel"])]
     tel: list[Telemetry] = []
-    with LocalEngine(EngineConfig(model=str(counting("llama")), **layout)) as eng:
+    with local_client(EngineConfig(model=str(counting("llama")), **layout)) as eng:
         out = run_together(eng, reqs, tel.append)
-        tel.append(next(m for m in eng.events() if isinstance(m, Telemetry)))   # one after the last commit
+        tel.append(next_telemetry(eng))   # one published after the last commit
     depth = layout.get("piped_mtp") or layout["spec"] - 1
     for o in out.values():
         toks = o.tokens
@@ -56,7 +56,7 @@ def test_spec_min_p_cuts_the_chain(synthetic):
     r = AddRequest(request_id="a", prompt="hi", sampling=SamplingParams(max_tokens=12, ignore_eos=True))
     offered = {}
     for min_p in (0.0, 0.5):
-        with LocalEngine(EngineConfig(model=str(synthetic("llama", mtp=1)), spec=4, spec_min_p=min_p)) as eng:
+        with local_client(EngineConfig(model=str(synthetic("llama", mtp=1)), spec=4, spec_min_p=min_p)) as eng:
             d = run_together(eng, [r])["a"].done
         offered[min_p] = d.drafts_offered / d.windows
     assert offered[0.5] <= 1.0 < 2.0 < offered[0.0]
@@ -66,6 +66,6 @@ def test_spec_min_p_cuts_the_chain(synthetic):
 def test_lookup_drafts_on_the_default_model_pay_on_repetitive_text():
     text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu. " * 4
     r = AddRequest(request_id="a", prompt=text, sampling=SamplingParams(max_tokens=24))
-    with LocalEngine(EngineConfig(draft="lookup", spec=5)) as eng:
+    with local_client(EngineConfig(draft="lookup", spec=5)) as eng:
         d = run_together(eng, [r])["a"].done
     assert d.drafts_accepted > 5 and d.completion_tokens / d.windows > 1.5
