@@ -32,8 +32,9 @@ def test_bad_model_file_shows_error_dialog(qtbot, studio, tmp_path):
     # go back to the model that worked
     assert dlg.previous_btn is not None
     dlg.previous_btn.click()
+    title = "Strata Studio — SmolLM2-135M-Instruct.Q4_1"
+    wait_until(qtbot, lambda: app.window.windowTitle() == title, 120, "the previous model to load again")
     wait_ready(qtbot, app)
-    assert app.window.windowTitle() == "Strata Studio — SmolLM2-135M-Instruct.Q4_1"
 
 
 def test_engine_crash_keeps_reply_interrupted_and_restarts(qtbot, studio):
