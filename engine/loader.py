@@ -127,6 +127,9 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
         drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
                              else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
     plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp), drafter is not None)
+    if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices:
+        notes.append("drafts on CPU stages: decode rows run one per matmul call there (the fastest path without "
+                     "drafts), so each proposal costs about one more decode row; drafts save time on GPU stages")
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     pipeline = Pipeline(stages, TILE_SIZES["cuda" if any(d.startswith("cuda") for d in devices) else "cpu"])
