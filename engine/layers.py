@@ -59,6 +59,8 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
 
         return tile_attention(q, k_cache, v_cache, slot, pos, window, scale).to(q.dtype)
     T, H, hd = q.shape
+    if T == 1:
+        return _one_row_attention(q, k_cache, v_cache, int(slot[0]), int(pos[0]), window, scale)
     kvh = k_cache.shape[2]
     g = H // kvh
     out_dtype, q = q.dtype, q.float()
@@ -87,6 +89,18 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         acc = acc * alpha + torch.matmul(p, vb.permute(0, 2, 1, 3))
         m = m_new
     return (acc / l).reshape(T, H, hd).to(out_dtype)
+
+
+def _one_row_attention(q, k_cache, v_cache, slot: int, pos: int, window: int, scale: float) -> torch.Tensor:
+    """A one-row tile (CPU decode rows): a plain softmax over the slot's own keys, read in place. The
+    row is alone in its tile whatever else runs, so this is as row-invariant as the blocked path."""
+    _, H, hd = q.shape
+    lo = max(0, pos - window + 1) if window else 0
+    k = k_cache[slot, lo:pos + 1].float().permute(1, 2, 0)      # [kvh, hd, L]
+    v = v_cache[slot, lo:pos + 1].float().permute(1, 0, 2)      # [kvh, L, hd]
+    qg = (q.float() * scale).view(k.shape[0], H // k.shape[0], hd)
+    p = torch.softmax(torch.matmul(qg, k), dim=-1)
+    return torch.matmul(p, v).reshape(1, H, hd).to(q.dtype)
 
 
 def glu(gate: torch.Tensor, up: torch.Tensor, gelu: bool) -> torch.Tensor:

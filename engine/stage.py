@@ -24,6 +24,8 @@ class Stage:
             if on_layer:
                 on_layer(i)
         self.embedding = loader.embedding(self.device) if is_first else None
+        if self.embedding is not None and self.device.type == "cuda":
+            self.embedding.dense_weight()      # one gather per window instead of a dequantize (GPU memory is ample)
         self.head = loader.head(self.device) if is_last else None
         shape = (n_slots + 1, ctx, cfg.n_kv_heads, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.layers]
