@@ -236,6 +236,8 @@ class Telemetry(Msg):
     drafts_offered_by_pos: list[int] = []  # monotonic, index i = draft position i+1
     drafts_accepted_by_pos: list[int] = []
     tokens_per_window: float = 0.0         # over the last second, per slot-window
+    rows_per_window: float = 0.0           # over the last second, rows each window carried
+    rows_total: int = 0                    # monotonic: rows run through the stages
     slots: list[SlotState] = []
     queue_depth: int = 0
     memory: list[DeviceMemory] = []

@@ -14,7 +14,7 @@ from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
 from engine.sequence import Sequence
 from engine.stats import EngineStats
-from engine.window import SlotRows, build_rows, verdict
+from engine.window import SlotRows, verdict
 
 
 @dataclass
@@ -145,10 +145,9 @@ class Scheduler:
                 props = self.plan.choose(s.proposals, seq.tokens, max(0, min(depth, room)))
             sr = SlotRows(s.index, len(tokens), s.n_cached, len(base), decoding, props,
                           list(seq.tokens) if decoding else [])
-            t, sl, p = build_rows([(s.index, s.n_cached, base + props)])
-            tokens += t
-            slots += sl
-            poss += p
+            tokens += base + props
+            slots += [s.index] * sr.n_rows
+            poss += range(s.n_cached, s.n_cached + sr.n_rows)
             parts.append(sr)
             s.in_flight = True
         if not parts:

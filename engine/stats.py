@@ -32,7 +32,8 @@ class EngineStats:
     def __init__(self, n_slots: int, groups: list[list[int]]):
         self.lock = threading.Lock()
         self.tokens_total = self.prompt_tokens_total = self.requests_total = self.windows_total = 0
-        self.slot_windows_total = 0
+        self.slot_windows_total = self.rows_total = 0
+        self.window_rate, self.row_rate = Rate(), Rate()
         self.drafts_offered_total = self.drafts_accepted_total = 0
         self.offered_by_pos = [0] * MAX_DRAFT_POS
         self.accepted_by_pos = [0] * MAX_DRAFT_POS
@@ -57,6 +58,9 @@ class EngineStats:
     def window(self, n_slots: int, n_rows: int) -> None:
         self.windows_total += 1
         self.slot_windows_total += n_slots
+        self.rows_total += n_rows
+        self.window_rate.add(1)
+        self.row_rate.add(n_rows)
 
     def decoded(self, seq: Sequence, slot: int, taken: list[int], offered: int, accepted: int, emit) -> None:
         seq.stats.windows += 1
@@ -96,6 +100,11 @@ class EngineStats:
             slot=slot, error=seq.error))
 
     # ---------------------------------------------------------------- telemetry
+    @staticmethod
+    def _per(num: Rate, den: Rate) -> float:
+        d = den.per_s()
+        return num.per_s() / d if d else 0.0
+
     def slot_states(self, slots) -> list[SlotState]:
         out = []
         for s in slots:
@@ -112,7 +121,6 @@ class EngineStats:
 
     def telemetry(self, state: str, busy: list[float], busy_total: list[float], slots, queue_depth: int,
                   memory) -> Telemetry:
-        sw = self.slot_window_rate.per_s()
         n = max((i + 1 for i, v in enumerate(self.offered_by_pos) if v), default=0)
         return Telemetry(
             t=time.monotonic(), state=state, stage_busy=busy, stage_busy_s_total=busy_total,
@@ -121,5 +129,6 @@ class EngineStats:
             windows_total=self.windows_total, drafts_offered_total=self.drafts_offered_total,
             drafts_accepted_total=self.drafts_accepted_total, drafts_offered_by_pos=self.offered_by_pos[:n],
             drafts_accepted_by_pos=self.accepted_by_pos[:n],
-            tokens_per_window=(self.window_tok_rate.per_s() / sw) if sw else 0.0,
+            tokens_per_window=self._per(self.window_tok_rate, self.slot_window_rate),
+            rows_total=self.rows_total, rows_per_window=self._per(self.row_rate, self.window_rate),
             slots=self.slot_states(slots), queue_depth=queue_depth, memory=memory)

@@ -45,16 +45,6 @@ class SlotVerdict:
     hidden_rows: list[int]     # window rows of those valid positions (for the drafter's catch-up)
 
 
-def build_rows(parts: list[tuple[int, int, list[int]]]):
-    """parts: (slot, first_pos, tokens) per slot -> flat token/slot/position lists."""
-    toks, slots, poss = [], [], []
-    for slot, p0, tokens in parts:
-        toks += tokens
-        slots += [slot] * len(tokens)
-        poss += range(p0, p0 + len(tokens))
-    return toks, slots, poss
-
-
 def verdict(sr: SlotRows, logits: torch.Tensor, params) -> SlotVerdict:
     """Picks at the slot's pick rows (logits in the same order) and the matching prefix of proposals."""
     rows = list(range(sr.start, sr.start + sr.n_base))
