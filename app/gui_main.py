@@ -43,6 +43,7 @@ class App:
     def __init__(self, args: argparse.Namespace | None = None, start_engine: bool = True, transport_options=None):
         from PySide6.QtWidgets import QApplication
 
+        from app.api_control import ApiServerControl
         from app.chat_store import ChatStore
         from app.settings import Settings
         from ui.engine_bridge import EngineBridge
@@ -59,8 +60,9 @@ class App:
         self.theme = ThemeManager(self.qapp, theme_mode)
         self.store = ChatStore()
         self.bridge = EngineBridge()
+        self.api = ApiServerControl(self.bridge)
         self.window = MainWindow(self.settings, self.store, self.bridge, probe=probe_model,
-                                 theme_manager=self.theme)
+                                 theme_manager=self.theme, api_control=self.api)
         for note in self.settings.notes:
             self.window.flash(note, 15000)
         self.config = startup_config(self.settings.engine_config(), args)

@@ -12,6 +12,7 @@ from ui.chat_controller import ChatController
 from ui.chat_view import ChatView
 from ui.conversation_list import ConversationList
 from ui.engine_controller import EngineController, model_label
+from ui.api_panel import ApiPanel
 from ui.monitor import MonitorView
 from ui.settings_panel import SettingsPanel
 
@@ -21,7 +22,8 @@ STATE_COLOURS = {"ready": "ok", "busy": "accent", "loading": "warn", "starting":
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, settings: Settings, store: ChatStore, bridge, probe=None, theme_manager=None):
+    def __init__(self, settings: Settings, store: ChatStore, bridge, probe=None, theme_manager=None,
+                 api_control=None):
         super().__init__()
         self.settings, self.store, self.bridge = settings, store, bridge
         self.setWindowIcon(theme.app_icon())
@@ -32,6 +34,9 @@ class MainWindow(QMainWindow):
         self.side = QTabWidget()
         self.side.addTab(self.monitor, "Monitor")
         self.side.addTab(self.settings_panel, "Settings")
+        self.api_panel = ApiPanel(api_control) if api_control is not None else None
+        if self.api_panel is not None:
+            self.side.addTab(self.api_panel, "API")
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")
         for w in (self.conversations, self.chat, self.side):
@@ -196,6 +201,8 @@ class MainWindow(QMainWindow):
         self.save_layout()
         self.settings.save()
         self.monitor.timer.stop()
+        if self.api_panel is not None:
+            self.api_panel.shutdown()
 
     def closeEvent(self, ev) -> None:
         self.finish()
