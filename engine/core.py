@@ -82,9 +82,8 @@ class EngineCore:
             self.state = "idle"
         self.model = m
         self.stats = EngineStats(m.effective.parallel, m.groups)
-        from engine.loader import PROMPT_CHUNK
         self.scheduler = Scheduler(m.pipeline, m.groups, m.effective.ctx, m.drafter, m.plan, self.emit,
-                                   self.stats, PROMPT_CHUNK)
+                                   self.stats)
         self.emit(Ready(config=m.effective, model=m.info, load_seconds=m.load_seconds))
 
     def unload(self, reason: str = "abort", error: str = "") -> None:

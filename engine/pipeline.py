@@ -24,12 +24,16 @@ from engine.stage import Stage
 
 @dataclass(frozen=True)
 class TileSizes:
-    """Rows per tile for each kind of row. A row's kind depends only on the row itself (is its position
-    inside its request's prompt?), so a row is always computed at the same tile size whatever else runs.
+    """Rows per tile for each kind of row, and how many prompt rows a slot reads per window. A row's kind
+    depends only on the row itself (is its position inside its request's prompt?), so a row is always
+    computed at the same tile size whatever else runs.
     CPU: prompt rows in 16-row GEMMs, decode rows one per call (a lone decode is not padded 16-fold).
-    GPU: 16 for both (the kernels are row-invariant at any row count; one size keeps one CUDA graph)."""
+    GPU: the kernels are row-invariant at any row count (`same_numerics`), so prompt rows take large
+    tiles (weights read once per 128 rows) and decode rows 16; each size replays its own CUDA graph."""
     prompt: int
     decode: int
+    chunk: int                     # prompt rows a slot reads per window
+    same_numerics: bool = False    # a row's result is the same at either tile size
 
 
 @dataclass

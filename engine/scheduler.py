@@ -34,11 +34,12 @@ class Slot:
 
 class Scheduler:
     def __init__(self, pipeline: Pipeline, groups: list[list[int]], ctx: int, drafter, plan: DraftPlan,
-                 emit, stats: EngineStats, chunk: int):
+                 emit, stats: EngineStats):
         self.pipeline, self.groups, self.ctx = pipeline, groups, ctx
         self.slots = [Slot(i, g) for g, members in enumerate(groups) for i in members]
         self.slots.sort(key=lambda s: s.index)
-        self.drafter, self.plan, self.emit, self.stats, self.chunk = drafter, plan, emit, stats, chunk
+        self.drafter, self.plan, self.emit, self.stats = drafter, plan, emit, stats
+        self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque = deque()              # (group, future, parts)
 
@@ -196,8 +197,7 @@ class Scheduler:
     def _reusable(self, seq: Sequence, n_cached: int) -> list[int]:
         """Tokens whose KV a later request may reuse: only rows computed the way that request would
         compute them itself (its prompt rows), so reuse never changes a token."""
-        tiles = self.pipeline.tiles
-        n = n_cached if tiles.prompt == tiles.decode else min(n_cached, seq.prompt_len)
+        n = n_cached if self.pipeline.tiles.same_numerics else min(n_cached, seq.prompt_len)
         return seq.tokens[:n]
 
     def _fail(self, parts: list[SlotRows], error: Exception) -> None:

@@ -34,7 +34,7 @@ class Stage:
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
         # MoE routing picks experts on the host, so only dense models replay a captured graph
         self.use_graph = self.device.type == "cuda" and not cfg.is_moe and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
-        self._graph: TileGraph | None = None
+        self._graphs: dict[int, TileGraph] = {}        # one per tile size
 
     @property
     def weight_bytes(self) -> int:
@@ -56,10 +56,11 @@ class Stage:
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         x = x.to(self.device)
         if self.use_graph:
-            if self._graph is None:
-                self._graph = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
-                                        x.shape[0], self.cfg.n_embd, self.scratch_slot, self.device)
-            return self._graph.run(x, tile.slot, tile.pos)
+            n = x.shape[0]
+            if n not in self._graphs:
+                self._graphs[n] = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
+                                            n, self.cfg.n_embd, self.scratch_slot, self.device)
+            return self._graphs[n].run(x, tile.slot, tile.pos)
         return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real))
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
