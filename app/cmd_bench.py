@@ -60,6 +60,7 @@ def run_level(eng, n: int, args, tag: str) -> dict:
         "drafts_offered": offered, "drafts_accepted": accepted,
         "acceptance": round(accepted / offered, 3) if offered else None,
         "tokens_per_window": round(gen / windows, 3) if windows else None,
+        "mean_acceptance_length": round(1 + accepted / windows, 3) if windows and offered else None,
         "stage_busy_pct": busy,
     }
 
@@ -83,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
     for note in eff.fallbacks:
         print(f"# note: {note}")
     cols = ["streams", "tok_s_per_stream", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
-            "drafts_accepted", "tokens_per_window", "stage_busy_pct"]
-    print("  ".join(f"{c:>16}" for c in cols))
+            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "stage_busy_pct"]
+    width = {c: max(len(c), 8) for c in cols}
+    print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:
-        print("  ".join(f"{str(r[c]):>16}" for c in cols))
+        print("  ".join(f"{str(r[c]):>{width[c]}}" for c in cols))
     return 0
 
 
