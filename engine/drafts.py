@@ -103,30 +103,27 @@ class MtpDrafter:
                     nxt.append(full[t + 1])
                     slots.append(sr.slot)
                     pos.append(t)
-            if sr.decoding and rows and slots[-1] == sr.slot:
-                last[sr.slot] = (len(rows) - 1, full)
+                    if sr.decoding:
+                        last[sr.slot] = len(rows) - 1      # its last kept row starts the chain
         if not rows:
             return {}
         g = self._rows(hidden[torch.tensor(rows, device=hidden.device)], nxt, slots, pos)
-        if depth <= 0 or not last:
+        live = list(last)
+        if depth <= 0 or not live:
             return {}
-        chain = {s: (g[i:i + 1], pos[i], []) for s, (i, _) in last.items()}
-        out: dict[int, list[int]] = {s: [] for s in chain}
+        h = g[torch.tensor([last[s] for s in live], device=g.device)]
+        at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
+        out: dict[int, list[int]] = {s: [] for s in live}
         for step in range(depth):
-            live = list(chain)
-            if not live:
-                break
-            toks, probs = self._propose(torch.cat([chain[s][0] for s in live]))
-            nxt_chain = {}
-            for s, tok, p in zip(live, toks, probs):
+            toks, probs = self._propose(h)
+            for s, tok in zip(live, toks):
                 out[s].append(tok)
-                g_prev, t, _ = chain[s]
-                if step + 1 < depth and p >= min_p and t + 2 < self.ctx:
-                    nxt_chain[s] = (g_prev, t + 1, tok)
-            if not nxt_chain or step + 1 >= depth:
+            keep = [i for i, (s, p) in enumerate(zip(live, probs)) if p >= min_p and at[s] + 2 < self.ctx]
+            if step + 1 == depth or not keep:
                 break
-            live = list(nxt_chain)
-            g2 = self._rows(torch.cat([nxt_chain[s][0] for s in live]), [nxt_chain[s][2] for s in live],
-                            live, [nxt_chain[s][1] for s in live])
-            chain = {s: (g2[i:i + 1], nxt_chain[s][1], []) for i, s in enumerate(live)}
+            live = [live[i] for i in keep]
+            for s in live:
+                at[s] += 1
+            h = self._rows(h[torch.tensor(keep, device=h.device)], [toks[i] for i in keep], live,
+                           [at[s] for s in live])
         return out
