@@ -23,7 +23,7 @@ from engine.tokenizer import Tokenizer
 from engine.model_info import layer_bytes, model_info
 from engine.weights import WeightLoader
 
-TILE_SIZES = {"cpu": TileSizes(prompt=16, decode=1, chunk=64),
+TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
               "cuda": TileSizes(prompt=128, decode=16, chunk=256, same_numerics=True)}
 
 

@@ -27,7 +27,8 @@ class TileSizes:
     """Rows per tile for each kind of row, and how many prompt rows a slot reads per window. A row's kind
     depends only on the row itself (is its position inside its request's prompt?), so a row is always
     computed at the same tile size whatever else runs.
-    CPU: prompt rows in 16-row GEMMs, decode rows one per call (a lone decode is not padded 16-fold).
+    CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
+    prompt still fits one tile), decode rows one per call (a lone decode is not padded at all).
     GPU: the kernels are row-invariant at any row count (`same_numerics`), so prompt rows take large
     tiles (weights read once per 128 rows) and decode rows 16; each size replays its own CUDA graph."""
     prompt: int
