@@ -25,8 +25,15 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
                         "~2x faster on CPU")
 
 
-def engine_config_from_args(a: argparse.Namespace) -> EngineConfig:
-    piped = a.piped_mtp if a.piped_mtp is not None else int(os.environ.get("STRATA_PIPED_MTP", "0") or 0)
-    return EngineConfig(model=a.model or "default", devices=a.devices, layer_split=a.layer_split,
-                        parallel=a.parallel, batch_groups=str(a.batch_groups), ctx=a.ctx, draft=a.draft,
-                        spec=a.spec, spec_min_p=a.spec_min_p, piped_mtp=piped, dtype=a.dtype)
+ENGINE_FIELDS = EngineConfig.__struct_fields__
+
+
+def engine_config_from_args(a: argparse.Namespace, base: EngineConfig | None = None) -> EngineConfig:
+    """`base` (default: the defaults) with every engine flag that was given (not None) on top;
+    --piped-mtp falls back to $STRATA_PIPED_MTP."""
+    d = {f: getattr(base or EngineConfig(), f) for f in ENGINE_FIELDS}
+    d.update({f: getattr(a, f) for f in ENGINE_FIELDS if getattr(a, f, None) is not None})
+    if getattr(a, "piped_mtp", None) is None and os.environ.get("STRATA_PIPED_MTP"):
+        d["piped_mtp"] = int(os.environ["STRATA_PIPED_MTP"])
+    d["batch_groups"], d["model"] = str(d["batch_groups"]), d["model"] or "default"
+    return EngineConfig(**d)

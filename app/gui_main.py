@@ -8,16 +8,11 @@ imports torch: the engine runs in its own process (app/engine_process.py).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from app.engine_flags import add_engine_flags
+from app.engine_flags import ENGINE_FIELDS, add_engine_flags, engine_config_from_args
 from engine.messages import EngineConfig
 from engine.model_info import probe_model
-
-ENGINE_FIELDS = ("model", "devices", "layer_split", "parallel", "batch_groups", "ctx", "draft", "spec",
-                 "spec_min_p", "piped_mtp", "dtype")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_engine_flags(p, model_default=None)
@@ -28,13 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def startup_config(saved: EngineConfig, args: argparse.Namespace | None) -> EngineConfig:
     """The saved configuration with whatever the command line gives on top."""
-    d = {f: getattr(saved, f) for f in ENGINE_FIELDS}
-    if args is not None:
-        d.update({f: getattr(args, f) for f in ENGINE_FIELDS if getattr(args, f, None) is not None})
-        if getattr(args, "piped_mtp", None) is None and os.environ.get("STRATA_PIPED_MTP"):
-            d["piped_mtp"] = int(os.environ["STRATA_PIPED_MTP"])
-    d["batch_groups"] = str(d["batch_groups"])
-    return EngineConfig(**d)
+    return engine_config_from_args(args, saved) if args is not None else saved
 
 
 class App:
