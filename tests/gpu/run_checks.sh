@@ -3,15 +3,7 @@
 # Usage (there): bash tests/gpu/run_checks.sh [quick|full]   — logs go to $OUT (or ./gpu-out).
 set -u
 MODE=${1:-quick}
-OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-S="python3 -m app.cli"
-M=/tmp/models; mkdir -p $M
+source "$(dirname "$0")/env.sh"
 step() { echo; echo "=== $*"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpus.txt"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "gpus", torch.cuda.device_count())'
@@ -19,8 +11,6 @@ NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 step "GPU unit tests"
 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/engine/test_quant.py -k "kernel or triton" 2>&1 | tail -15
 step "models"
-# tiny synthetic models travel in .whl/ (the default model, the usual tokenizer source, is too big to carry)
-cp .whl/*.gguf $M/ && export STRATA_TOKENIZER_FROM=$M/llama.gguf
 $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf
 step "generate on GPU (MoE)"
 timeout 120 $S generate --model $M/qwen3moe.gguf --devices cuda:0 --prompt "Hello" --max-tokens 8 --json

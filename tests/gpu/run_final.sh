@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures for the closing notes: exactness on 1 and 2 GPUs, then benches. Logs to $OUT.
 set -u
-OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-S="python3 -m app.cli"; M=/tmp/models; mkdir -p $M
-cp .whl/*.gguf $M/ && export STRATA_TOKENIZER_FROM=$M/llama.gguf
+source "$(dirname "$0")/env.sh"
 step() { echo; echo "=== $*"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf

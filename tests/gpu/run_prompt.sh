@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # GPU: exactness after a change to tiles/chunks, and prompt-read speed on long prompts. Logs to $OUT.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-S="python3 -m app.cli"; M=/tmp/models; mkdir -p $M; cp .whl/*.gguf $M/; export STRATA_TOKENIZER_FROM=$M/llama.gguf
+source "$(dirname "$0")/env.sh"
 $S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf 2>/dev/null
 $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf 2>/dev/null
 for L in "--model $M/count.gguf --devices cuda:0 --parallel 4 --spec 4" \
