@@ -2,6 +2,7 @@
 configuration that says what really runs and why anything fell back."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     cfg = model_config(gf)
     check_quant_types(gf)
     devices = layout.parse_devices(config.devices)
+    if any(d != "cpu" for d in devices) and importlib.util.find_spec("triton") is None:
+        raise ConfigError("GPU stages run Triton kernels, and triton is not installed: pip install triton "
+                          "(or use --devices cpu)")
     layout.check_layers(cfg.n_layers, len(devices))
     if config.ctx < 16:
         raise ConfigError(f"--ctx {config.ctx} is too small (at least 16)")
