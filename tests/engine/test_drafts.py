@@ -69,3 +69,18 @@ def test_lookup_drafts_on_the_default_model_pay_on_repetitive_text():
     with local_client(EngineConfig(draft="lookup", spec=5)) as eng:
         d = run_together(eng, [r])["a"].done
     assert d.drafts_accepted > 5 and d.completion_tokens / d.windows > 1.5
+
+
+def test_configure_changes_draft_depth_without_reload(counting):
+    from engine.messages import Configure
+
+    r = lambda rid: AddRequest(request_id=rid, prompt="count", sampling=SamplingParams(max_tokens=16, ignore_eos=True))  # noqa: E731
+    with local_client(EngineConfig(model=str(counting("llama")), spec=1)) as eng:
+        off = run_together(eng, [r("a")])["a"]
+        eng.configure(Configure(spec=4))
+        on = run_together(eng, [r("b")])["b"]
+        eng.configure(Configure(draft="lookup"))
+        lookup = run_together(eng, [r("c")])["c"]
+    assert off.done.drafts_offered == 0 and on.done.drafts_accepted > 10
+    assert off.tokens == on.tokens == lookup.tokens     # drafts change how many tokens a window yields, never which
+    assert lookup.done.drafts_accepted < on.done.drafts_accepted   # a counting sequence never repeats itself
