@@ -72,6 +72,40 @@ def check_quant_types(gf: GGUFFile) -> None:
             raise ModelFileError(gf.path, f"tensor {t.name!r}: {e}") from None
 
 
+def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[str], dtype: torch.dtype, ctx: int,
+           groups: list[list[int]], notes: list[str]) -> list[int]:
+    """Stage start layers (explicit, or `auto`), checked against each device's free memory.
+
+    Bytes each stage holds: CPU stages keep a dense copy of every matrix in the compute dtype (the file
+    stays memory-mapped; the embedding is decoded row by row), GPU stages the quantized bytes. `auto`
+    balances the bytes each stage reads per window: the last stage reads the head once per pick row
+    and the MTP layer once per catch-up and chain step, so with drafts it takes fewer layers."""
+    on_cpu = devices[0] == "cpu"
+    dense = torch.finfo(dtype).bits // 8 if on_cpu else None
+    blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense)
+    lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
+    head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
+    embd = gf.tensors["token_embd.weight"].nbytes
+    head = head_t.n_elements * dense if on_cpu else head_t.nbytes
+    uses_mtp = cfg.n_mtp > 0 and config.draft in ("mtp", "both")
+    starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
+    if starts is None:
+        depth = (config.piped_mtp if len(groups) > 1 else max(config.spec - 1, config.piped_mtp)) if uses_mtp else 0
+        per_window = head + depth * (head + drafter) + (drafter if depth else 0)
+        starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, per_window)
+        if depth and len(devices) > 1:
+            notes.append(f"auto split: the last stage also reads the head and the MTP layer about {depth + 1} times "
+                         f"per window, so it holds {cfg.n_layers - starts[-1]} of {cfg.n_layers} layers")
+    ends = starts[1:] + [cfg.n_layers]
+    kv = cfg.kv_bytes_per_token // max(1, cfg.n_layers) * ctx * (config.parallel + 1)
+    last = len(starts) - 1
+    need = [sum(lb[a:b]) + kv * (b - a) + (embd if k == 0 else 0)
+            + (head + (drafter + kv if uses_mtp else 0) if k == last else 0)    # kv: one layer's worth
+            for k, (a, b) in enumerate(zip(starts, ends))]
+    layout.check_fits(need, devices)
+    return starts
+
+
 def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -95,22 +129,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if groups.note:
         notes.append(groups.note)
     dtype = _dtype(config, devices, notes)
-    # Bytes each stage holds: CPU stages keep a dense copy of every matrix in the compute dtype (the
-    # file stays memory-mapped; the embedding is decoded row by row), GPU stages the quantized bytes.
-    on_cpu = devices[0] == "cpu"
-    dense = torch.finfo(dtype).bits // 8 if on_cpu else None
-    lb = layer_bytes(gf, cfg.n_layers, dense)
-    head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-    embd = gf.tensors["token_embd.weight"].nbytes
-    head = head_t.n_elements * dense if on_cpu else head_t.nbytes
-    starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
-    if starts is None:
-        starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, head)
+    starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, notes)
     ends = starts[1:] + [cfg.n_layers]
-    kv = cfg.kv_bytes_per_token // max(1, cfg.n_layers) * ctx * (config.parallel + 1)
-    need = [sum(lb[a:b]) + kv * (b - a) + (embd if k == 0 else 0) + (head if k == len(starts) - 1 else 0)
-            for k, (a, b) in enumerate(zip(starts, ends))]
-    layout.check_fits(need, devices)
     _cpu_threads(devices, notes)
     tok = Tokenizer.from_gguf(gf)
     progress(0.05, "tokenizer ready")

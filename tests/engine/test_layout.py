@@ -72,3 +72,17 @@ def test_effective_config_reports_layout(synthetic):
         assert eff.mtp_layers == 1 and eff.piped_mtp == 2 and eff.stages[-1].has_head
     finally:
         m.pipeline.close()
+
+
+def test_auto_split_gives_the_drafting_last_stage_fewer_layers(synthetic):
+    def last_stage_layers(**kw):
+        m = load_model(EngineConfig(model=str(synthetic("llama", mtp=1)), devices="cpu,cpu", parallel=4, **kw))
+        try:
+            s = m.effective.stages[-1]
+            return s.end_layer - s.first_layer, m.effective.fallbacks
+        finally:
+            m.pipeline.close()
+    plain, _ = last_stage_layers()
+    drafting, notes = last_stage_layers(batch_groups="2", piped_mtp=3)
+    assert 1 <= drafting <= plain
+    assert any("reads the head and the MTP layer about 4 times per window" in n for n in notes)
