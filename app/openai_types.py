@@ -215,6 +215,8 @@ class SlotView(_Resp):
     generated: int = 0
     tok_s: float = 0.0
     position: int = 0
+    drafts_offered: int = 0
+    drafts_accepted: int = 0
 
 
 class Slots(_Resp):

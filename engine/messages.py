@@ -211,6 +211,8 @@ class SlotState(msgspec.Struct, omit_defaults=True, kw_only=True):
     generated: int = 0
     tok_s: float = 0.0
     position: int = 0
+    drafts_offered: int = 0                # this request's drafts so far
+    drafts_accepted: int = 0
 
 
 class DeviceMemory(msgspec.Struct, omit_defaults=True, kw_only=True):

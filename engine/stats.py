@@ -116,6 +116,7 @@ class EngineStats:
                 st.prompt_read, st.prompt_total = min(s.n_cached, seq.prompt_len), seq.prompt_len
                 st.generated = seq.n_generated
                 st.tok_s = self.slot_rates[s.index].per_s()
+                st.drafts_offered, st.drafts_accepted = seq.stats.drafts_offered, seq.stats.drafts_accepted
             out.append(st)
         return out
 

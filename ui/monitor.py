@@ -74,8 +74,8 @@ class MonitorView(QWidget):
             pw.addItem(note, ignoreBounds=True)
             self.notes[key] = note
             grid.addWidget(pw, i // 2, i % 2, 1, 2 if key == "mem" else 1)
-        self.table = QTableWidget(0, 6)
-        self.table.setHorizontalHeaderLabels(["Slot", "Group", "State", "Progress", "Tokens", "tok/s"])
+        self.table = QTableWidget(0, 7)
+        self.table.setHorizontalHeaderLabels(["Slot", "Group", "State", "Progress", "Tokens", "Drafts", "tok/s"])
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -193,8 +193,9 @@ class MonitorView(QWidget):
                 prog = f"position {s.position}"
             else:
                 prog = ""
+            drafts = f"{s.drafts_accepted}/{s.drafts_offered}" if s.drafts_offered else ""
             vals = [str(s.slot), str(s.group), s.state, prog, str(s.generated) if s.state != "idle" else "",
-                    f"{s.tok_s:.1f}" if s.state == "decoding" else ""]
+                    drafts, f"{s.tok_s:.1f}" if s.state == "decoding" else ""]
             for c, v in enumerate(vals):
                 item = self.table.item(r, c)
                 if item is None:
