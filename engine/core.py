@@ -81,7 +81,7 @@ class EngineCore:
         finally:
             self.state = "idle"
         self.model = m
-        self.stats = EngineStats(m.effective.parallel, m.groups)
+        self.stats = EngineStats(m.effective.parallel)
         self.scheduler = Scheduler(m.pipeline, m.groups, m.effective.ctx, m.drafter, m.plan, self.emit,
                                    self.stats)
         self.emit(Ready(config=m.effective, model=m.info, load_seconds=m.load_seconds))

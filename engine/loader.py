@@ -73,7 +73,7 @@ def check_quant_types(gf: GGUFFile) -> None:
 
 
 def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[str], dtype: torch.dtype, ctx: int,
-           groups: list[list[int]], notes: list[str]) -> list[int]:
+           groups: list[list[int]], plan: DraftPlan, notes: list[str]) -> list[int]:
     """Stage start layers (explicit, or `auto`), checked against each device's free memory.
 
     Bytes each stage holds: CPU stages keep a dense copy of every matrix in the compute dtype (the file
@@ -87,10 +87,9 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
     embd = gf.tensors["token_embd.weight"].nbytes
     head = head_t.n_elements * dense if on_cpu else head_t.nbytes
-    uses_mtp = cfg.n_mtp > 0 and config.draft in ("mtp", "both")
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
-        depth = (config.piped_mtp if len(groups) > 1 else max(config.spec - 1, config.piped_mtp)) if uses_mtp else 0
+        depth = plan.depth(pipelined=len(groups) > 1) if plan.mtp else 0
         per_window = head + depth * (head + drafter) + (drafter if depth else 0)
         starts = layout.auto_split(lb, [layout.free_bytes(d) if d != "cpu" else 1 for d in devices], embd, per_window)
         if depth and len(devices) > 1:
@@ -100,7 +99,7 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     kv = cfg.kv_bytes_per_token // max(1, cfg.n_layers) * ctx * (config.parallel + 1)
     last = len(starts) - 1
     need = [sum(lb[a:b]) + kv * (b - a) + (embd if k == 0 else 0)
-            + (head + (drafter + kv if uses_mtp else 0) if k == last else 0)    # kv: one layer's worth
+            + (head + (drafter + kv if plan.mtp else 0) if k == last else 0)    # kv: one layer's worth
             for k, (a, b) in enumerate(zip(starts, ends))]
     layout.check_fits(need, devices)
     return starts
@@ -129,7 +128,9 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if groups.note:
         notes.append(groups.note)
     dtype = _dtype(config, devices, notes)
-    starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, notes)
+    plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp),
+                     has_mtp=cfg.n_mtp > 0)
+    starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
     ends = starts[1:] + [cfg.n_layers]
     _cpu_threads(devices, notes)
     tok = Tokenizer.from_gguf(gf)
@@ -146,11 +147,10 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if dtype == torch.float32 and any(d != "cpu" for d in devices):
         notes.append("dtype float32 on GPU: slower than bfloat16")
     drafter = None
-    if cfg.n_mtp and config.draft in ("mtp", "both"):
+    if plan.mtp:
         last = stages[-1]
         drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
                              else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
-    plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp), drafter is not None)
     if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices:
         notes.append("drafts on CPU stages: decode rows run one per matmul call there (the fastest path without "
                      "drafts), so each proposal costs about one more decode row; drafts save time on GPU stages")

@@ -9,6 +9,7 @@ stages. The host never waits on a whole device: it waits on one window's future.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -120,7 +121,7 @@ class Pipeline:
         stage, stream = self.stages[k], self.streams[k]
         t0 = time.monotonic()
         try:
-            with torch.cuda.stream(stream) if stream is not None else _nullctx():
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 if event is not None:
                     stream.wait_event(event)
                 if x is None:
@@ -169,11 +170,3 @@ class Pipeline:
     def close(self) -> None:
         for ex in self.executors:
             ex.shutdown(wait=True, cancel_futures=True)
-
-
-class _nullctx:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False

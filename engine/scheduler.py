@@ -79,10 +79,6 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.inflight or any(s.seq for s in self.slots))
 
-    @property
-    def active_slots(self) -> int:
-        return sum(1 for s in self.slots if s.seq is not None)
-
     # ------------------------------------------------------------------ admission
     def _admit(self) -> None:
         while self.waiting:
@@ -90,16 +86,17 @@ class Scheduler:
             if not free:
                 return
             seq = self.waiting.popleft()
-            rows_per_group = {g: 0 for g in range(len(self.groups))}
+            busy = [0] * len(self.groups)              # active slots per group: join the lightest
             for s in self.slots:
                 if s.seq is not None:
-                    rows_per_group[s.group] += 1
-            slot = max(free, key=lambda s: (_common_prefix(s.cached_tokens, seq.tokens), -rows_per_group[s.group]))
-            reuse = min(_common_prefix(slot.cached_tokens, seq.tokens), len(seq.tokens)) - 1
-            slot.seq, slot.n_cached, slot.proposals = seq, max(0, reuse), []
+                    busy[s.group] += 1
+            prefix = {s.index: _common_prefix(s.cached_tokens, seq.tokens) for s in free}
+            slot = max(free, key=lambda s: (prefix[s.index], -busy[s.group]))
+            # re-read at least the last prompt token (its logits give the first pick)
+            slot.seq, slot.n_cached, slot.proposals = seq, max(0, prefix[slot.index] - 1), []
             slot.cached_tokens = slot.cached_tokens[:slot.n_cached]
             seq.stats.cached, seq.stats.t_start = slot.n_cached, time.monotonic()
-            self.stats.admitted(seq, slot.index, self.emit)
+            self.stats.admitted(seq, self.emit)
 
     # ------------------------------------------------------------------ rounds
     def step(self, wait: float = 0.05) -> None:
@@ -175,7 +172,7 @@ class Scheduler:
 
     def _commit(self, g: int, parts: list[SlotRows], result) -> None:
         verdicts, proposals = result
-        self.stats.window(len(parts), sum(sr.n_rows for sr in parts))
+        self.stats.window(sum(sr.n_rows for sr in parts))
         for sr, v in zip(parts, verdicts):
             s = self.slots[sr.slot]
             s.in_flight = False

@@ -2,7 +2,6 @@
 carry a request's progress to its client. The same names everywhere (PIPED_MTP.md, Figures)."""
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 
@@ -29,23 +28,19 @@ class Rate:
 
 
 class EngineStats:
-    def __init__(self, n_slots: int, groups: list[list[int]]):
-        self.lock = threading.Lock()
+    def __init__(self, n_slots: int):
         self.tokens_total = self.prompt_tokens_total = self.requests_total = self.windows_total = 0
-        self.slot_windows_total = self.rows_total = 0
+        self.rows_total = 0
         self.window_rate, self.row_rate = Rate(), Rate()
         self.drafts_offered_total = self.drafts_accepted_total = 0
         self.offered_by_pos = [0] * MAX_DRAFT_POS
         self.accepted_by_pos = [0] * MAX_DRAFT_POS
         self.tok_rate, self.prompt_rate = Rate(), Rate()
-        self.slot_window_rate, self.window_tok_rate = Rate(), Rate()
+        self.slot_window_rate = Rate()
         self.slot_rates = [Rate(2.0) for _ in range(n_slots)]
-        self.group_of = {s: g for g, members in enumerate(groups) for s in members}
-        self.slot_seq: list[Sequence | None] = [None] * n_slots
 
     # ---------------------------------------------------------------- events
-    def admitted(self, seq: Sequence, slot: int, emit) -> None:
-        self.slot_seq[slot] = seq
+    def admitted(self, seq: Sequence, emit) -> None:
         if seq.stats.cached:
             emit(PromptProgress(request_id=seq.request_id, read=seq.stats.cached, total=seq.prompt_len,
                                 cached=seq.stats.cached))
@@ -55,9 +50,8 @@ class EngineStats:
         self.prompt_rate.add(n)
         emit(PromptProgress(request_id=seq.request_id, read=read, total=seq.prompt_len, cached=seq.stats.cached))
 
-    def window(self, n_slots: int, n_rows: int) -> None:
+    def window(self, n_rows: int) -> None:
         self.windows_total += 1
-        self.slot_windows_total += n_slots
         self.rows_total += n_rows
         self.window_rate.add(1)
         self.row_rate.add(n_rows)
@@ -75,7 +69,6 @@ class EngineStats:
         self.tokens_total += len(taken)
         self.tok_rate.add(len(taken))
         self.slot_window_rate.add(1)
-        self.window_tok_rate.add(len(taken))
         self.slot_rates[slot].add(len(taken))
         text = seq.take_text()
         if taken or text:
@@ -84,8 +77,6 @@ class EngineStats:
     def finish(self, seq: Sequence, slot: int, emit) -> None:
         st = seq.stats
         st.t_done = time.monotonic()
-        if slot >= 0:
-            self.slot_seq[slot] = None
         self.requests_total += 1
         text = seq.take_text()
         if text:
@@ -130,6 +121,6 @@ class EngineStats:
             windows_total=self.windows_total, drafts_offered_total=self.drafts_offered_total,
             drafts_accepted_total=self.drafts_accepted_total, drafts_offered_by_pos=self.offered_by_pos[:n],
             drafts_accepted_by_pos=self.accepted_by_pos[:n],
-            tokens_per_window=self._per(self.window_tok_rate, self.slot_window_rate),
+            tokens_per_window=self._per(self.tok_rate, self.slot_window_rate),
             rows_total=self.rows_total, rows_per_window=self._per(self.row_rate, self.window_rate),
             slots=self.slot_states(slots), queue_depth=queue_depth, memory=memory)
