@@ -15,7 +15,7 @@ COMMANDS = {
     "inspect": ("app.cmd_inspect", "describe a GGUF file"),
     "make-model": ("app.cmd_make_model", "write a synthetic GGUF with random weights"),
     "bench": ("app.cmd_bench", "measure tok/s for 1..N concurrent streams"),
-    "batch-test": ("app.cmd_batch_test", "check that batched slots give the same tokens as alone"),
+    "batch-test": ("app.cmd_batch_test", "check that batched slots give the same tokens and logits as alone"),
     "serve": ("app.server_main", "OpenAI-compatible HTTP server (headless)"),
     "engine": ("app.worker_main", "the engine worker process (started by the app and the server)"),
     "app": ("app.gui_main", "the desktop app (default with no subcommand)"),

@@ -1,8 +1,13 @@
-"""`strata batch-test`: every slot's tokens against the same prompt decoded alone.
+"""`strata batch-test`: every slot's tokens and logits against the same prompt decoded alone.
 
 The reference runs each prompt alone on one stage (the first device), one slot, no drafts. The
-layout under test runs one prompt per slot, all at once. One line per slot: IDENTICAL or
-DIFFERS at k. Exit 0 (all identical), 2 (a mismatch), 1 (error).
+layout under test runs one prompt per slot, all at once. Both return the float32 logits row each
+emitted token was picked from; on the exact paths those rows are bit-identical. One line per slot:
+  slot 0: IDENTICAL (24 tokens, logits max|diff| 0)
+  slot 0: LOGITS DIFFER max|diff| 3.1e-04 at token 0 (24 tokens identical)
+  slot 0: DIFFERS at 7 (logits max|diff| 2.3e-01, first at token 0)
+  slot 0: ERROR ... / EMPTY (0 tokens, reference 24)
+Exit 0 (all identical), 2 (a token or logit mismatch), 1 (an error or an empty output).
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import argparse
 import sys
 
 import msgspec
+import numpy as np
 
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
@@ -45,8 +51,39 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 def requests(n: int, sp: SamplingParams, tag: str) -> list[AddRequest]:
-    return [AddRequest(request_id=f"{tag}{i}", prompt=PROMPTS[i % len(PROMPTS)],
+    return [AddRequest(request_id=f"{tag}{i}", prompt=PROMPTS[i % len(PROMPTS)], return_logits=True,
                        sampling=msgspec.structs.replace(sp, seed=sp.seed + i)) for i in range(n)]
+
+
+def logit_difference(a: list[bytes], b: list[bytes], n: int) -> tuple[float, int | None]:
+    """Largest |difference| over the first n pick rows, and the first row whose bytes differ."""
+    worst, first = 0.0, None
+    for k, (x, y) in enumerate(zip(a[:n], b[:n])):
+        if x != y:
+            first = k if first is None else first
+            d = np.abs(np.frombuffer(x, np.float32).astype(np.float64) - np.frombuffer(y, np.float32))
+            worst = max(worst, float(np.nan_to_num(d, nan=np.inf).max()))
+    return worst, first
+
+
+def verdict_line(ref, o) -> tuple[str, int]:
+    """One slot's report line and its exit code (0 identical, 2 mismatch, 1 error or empty)."""
+    d = o.done
+    acc = f" (drafts {d.drafts_accepted}/{d.drafts_offered})" if d.drafts_offered else ""
+    if d.finish_reason == "error":
+        return f"slot {d.slot}: ERROR {d.error}", 1
+    if not o.tokens:
+        return f"slot {d.slot}: EMPTY (0 tokens, reference {len(ref.tokens)}, finish {d.finish_reason})", 1
+    if len(d.logits) != len(o.tokens):
+        return f"slot {d.slot}: ERROR {len(d.logits)} logits rows for {len(o.tokens)} tokens", 1
+    k = first_difference(ref.tokens, o.tokens)
+    worst, first = logit_difference(ref.done.logits, d.logits, len(o.tokens) if k is None else k + 1)
+    if k is not None:
+        where = "" if first is None else f", first at token {first}"
+        return f"slot {d.slot}: DIFFERS at {k} (logits max|diff| {worst:.1e}{where}){acc}", 2
+    if first is not None:
+        return f"slot {d.slot}: LOGITS DIFFER max|diff| {worst:.1e} at token {first} ({len(o.tokens)} tokens identical){acc}", 2
+    return f"slot {d.slot}: IDENTICAL ({len(o.tokens)} tokens, logits max|diff| 0){acc}", 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,10 +96,11 @@ def run(args: argparse.Namespace) -> int:
     with local_client(solo) as eng:
         for r in requests(cfg.parallel, sp, "s"):
             o = run_together(eng, [r])[r.request_id]
-            if o.done.finish_reason == "error":
-                print(f"reference run failed: {o.done.error}", file=sys.stderr)
+            if o.done.finish_reason == "error" or not o.tokens or len(o.done.logits) != len(o.tokens):
+                why = o.done.error or f"{len(o.tokens)} tokens, {len(o.done.logits)} logits rows"
+                print(f"reference run for prompt {r.request_id[1:]} failed: {why}", file=sys.stderr)
                 return 1
-            reference[r.request_id[1:]] = o.tokens
+            reference[r.request_id[1:]] = o
     with local_client(cfg) as eng:
         eff = eng.ready.config
         together = run_together(eng, requests(cfg.parallel, sp, "b"))
@@ -71,19 +109,10 @@ def run(args: argparse.Namespace) -> int:
           f"spec {eff.spec} piped-mtp {eff.piped_mtp}, T={args.temperature} seed={args.seed}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
-    mismatch = failed = False
+    codes = set()
     for i in range(cfg.parallel):
-        o = together[f"b{i}"]
-        if o.done.finish_reason == "error":
-            failed = True
-            print(f"slot {o.done.slot}: ERROR {o.done.error}")
-            continue
-        k = first_difference(reference[str(i)], o.tokens)
-        acc = f" (drafts {o.done.drafts_accepted}/{o.done.drafts_offered})" if o.done.drafts_offered else ""
-        if k is None:
-            print(f"slot {o.done.slot}: IDENTICAL ({len(o.tokens)} tokens){acc}")
-        else:
-            mismatch = True
-            print(f"slot {o.done.slot}: DIFFERS at {k}{acc}")
+        line, code = verdict_line(reference[str(i)], together[f"b{i}"])
+        print(line)
+        codes.add(code)
     sys.stdout.flush()
-    return 1 if failed else 2 if mismatch else 0
+    return 1 if 1 in codes else 2 if 2 in codes else 0

@@ -114,7 +114,7 @@ class EngineCore:
         bad = [t for t in ids if not 0 <= t < self.model.cfg.vocab_size]
         if bad:
             raise RequestError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.cfg.vocab_size - 1})")
-        seq = Sequence(msg.request_id, ids, sp, tok.eos_ids, tok.stream_decoder(), ctx)
+        seq = Sequence(msg.request_id, ids, sp, tok.eos_ids, tok.stream_decoder(), ctx, msg.return_logits)
         self.scheduler.add(seq)
 
     def configure(self, msg: Configure) -> None:

@@ -120,6 +120,7 @@ class AddRequest(Msg):
     messages: list[ChatMessage] | None = None  # rendered with the model's chat template
     token_ids: list[int] | None = None
     sampling: SamplingParams = msgspec.field(default_factory=SamplingParams)
+    return_logits: bool = False            # RequestDone.logits: the pick row of every emitted token
 
 
 class Abort(Msg):
@@ -189,6 +190,7 @@ class RequestDone(Msg):
     windows: int = 0
     slot: int = -1
     error: str = ""
+    logits: list[bytes] = []               # with return_logits: per emitted token, its pick row (float32 LE)
 
 
 class ErrorReply(Msg):

@@ -163,7 +163,10 @@ class Scheduler:
         verdicts, at = [], 0
         for sr in parts:
             n = len(sr.pick_rows)
-            verdicts.append(verdict(sr, logits[at:at + n], seqs[sr.slot].params))
+            v = verdict(sr, logits[at:at + n], seqs[sr.slot].params)
+            if seqs[sr.slot].logits is not None:
+                v.logits = logits[at:at + n]
+            verdicts.append(v)
             at += n
         proposals = {}
         if self.drafter is not None and self.plan.mtp:
@@ -183,6 +186,8 @@ class Scheduler:
                 self.stats.prompt_read(seq, read_to - sr.first_pos, read_to, self.emit)
             if sr.decoding:
                 taken = seq.accept(v.picks[:v.kept])
+                if v.logits is not None:
+                    seq.keep_logits(v.logits, len(taken))
                 self.stats.decoded(seq, s.index, taken, len(sr.proposals), v.kept - 1, self.emit)
                 s.proposals = [] if seq.finished else proposals.get(sr.slot, [])
             s.cached_tokens = self._reusable(seq, s.n_cached)

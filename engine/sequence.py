@@ -21,7 +21,7 @@ class SeqStats:
 
 class Sequence:
     def __init__(self, request_id: str, prompt: list[int], params: SamplingParams, eos_ids: set[int],
-                 decoder, ctx: int):
+                 decoder, ctx: int, return_logits: bool = False):
         self.request_id, self.params = request_id, params
         self.prompt_len = len(prompt)
         self.tokens: list[int] = list(prompt)      # prompt + generated; tokens[-1] is the current token
@@ -35,6 +35,12 @@ class Sequence:
         self.cancelled = False
         self.error = ""
         self._hold = max((len(s) for s in params.stop), default=0)
+        self.logits: list[bytes] | None = [] if return_logits else None   # pick row of each emitted token
+
+    def keep_logits(self, rows, n: int) -> None:
+        """With return_logits: keep the float32 pick rows of the n tokens just emitted (exact bytes)."""
+        if self.logits is not None:
+            self.logits += [r.numpy().tobytes() for r in rows[:n]]
 
     @property
     def generated(self) -> list[int]:

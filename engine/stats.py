@@ -88,7 +88,7 @@ class EngineStats:
             ttft_s=(st.t_first - st.t_arrive) if st.t_first else 0.0,
             prompt_s=((st.t_first or st.t_done) - t_start), decode_s=(st.t_done - st.t_first) if st.t_first else 0.0,
             drafts_offered=st.drafts_offered, drafts_accepted=st.drafts_accepted, windows=st.windows,
-            slot=slot, error=seq.error))
+            slot=slot, error=seq.error, logits=seq.logits or []))
 
     # ---------------------------------------------------------------- telemetry
     @staticmethod

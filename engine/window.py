@@ -43,6 +43,7 @@ class SlotVerdict:
     kept: int                  # 1 + accepted proposals (0 for a prompt-only chunk)
     n_valid_rows: int          # rows whose KV stays valid (base rows + accepted proposals)
     hidden_rows: list[int]     # window rows of those valid positions (for the drafter's catch-up)
+    logits: torch.Tensor | None = None   # the pick rows' logits, kept only for return_logits requests
 
 
 def verdict(sr: SlotRows, logits: torch.Tensor, params) -> SlotVerdict:

@@ -106,3 +106,32 @@ def test_bad_model_files_give_one_clear_line(case, tmp_path, synthetic):
         lines = [line for line in r.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
         assert str(path) in lines[0] and expect in lines[0], lines[0]
+
+
+# ---------------------------------------------------------------- batch-test's verdict per slot
+
+def _outcome(tokens, rows, finish="length", error=""):
+    from app.run_requests import Outcome
+    from engine.messages import RequestDone
+
+    logits = [np.asarray(r, np.float32).tobytes() for r in rows]
+    done = RequestDone(request_id="x", finish_reason=finish, slot=0, error=error, logits=logits)
+    return Outcome("x", list(tokens), "", done)
+
+
+@pytest.mark.parametrize("tokens,rows,finish,want,code", [
+    ([1, 2], [[0, 1], [1, 0]], "length", "slot 0: IDENTICAL (2 tokens, logits max|diff| 0)", 0),
+    ([1, 2], [[0, 1], [1, 0.0003]], "length",
+     "slot 0: LOGITS DIFFER max|diff| 3.0e-04 at token 1 (2 tokens identical)", 2),
+    ([1, 3], [[0, 1], [0.5, 0]], "length", "slot 0: DIFFERS at 1 (logits max|diff| 5.0e-01, first at token 1)", 2),
+    ([1], [[0, 1]], "length", "slot 0: DIFFERS at 1 (logits max|diff| 0.0e+00)", 2),
+    ([], [], "length", "slot 0: EMPTY (0 tokens, reference 2, finish length)", 1),
+    ([1, 2], [[0, 1]], "length", "slot 0: ERROR 1 logits rows for 2 tokens", 1),
+    ([], [], "error", "slot 0: ERROR boom", 1),
+])
+def test_batch_test_verdict_line(tokens, rows, finish, want, code):
+    """Tokens and the exact float32 pick rows are both compared; empty or errored outputs fail."""
+    from app.cmd_batch_test import verdict_line
+
+    ref = _outcome([1, 2], [[0, 1], [1, 0]])
+    assert verdict_line(ref, _outcome(tokens, rows, finish, "boom" if finish == "error" else "")) == (want, code)

@@ -73,3 +73,37 @@ def test_batch_test_reports_a_mismatch(capsys, synthetic, monkeypatch):
     rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 12,
                          "--temperature", 1.0)
     assert rc == 2 and "DIFFERS at" in out, out
+
+
+def test_batch_test_reports_logits_that_differ_with_the_same_tokens(capsys, synthetic, monkeypatch):
+    """A perturbation too small to change a greedy token still fails: the pick rows must be bit-identical."""
+    from engine.stage import Stage
+
+    real = Stage.forward
+
+    def nudged(self, x, tile):   # rows of several slots in one tile: the batched run only
+        y = real(self, x, tile)
+        return y + 1e-5 if len(set(tile.slot[:tile.n_real].tolist())) > 1 else y
+
+    monkeypatch.setattr(Stage, "forward", nudged)
+    rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 8)
+    assert rc == 2 and "LOGITS DIFFER max|diff|" in out and "tokens identical" in out, out
+
+
+def test_pick_rows_come_back_only_when_asked(synthetic):
+    """return_logits gives one float32 row per emitted token (its greedy pick is that row's argmax, drafts
+    on); without it RequestDone carries none."""
+    import numpy as np
+
+    from app.local_engine import local_client
+    from app.run_requests import run_together
+    from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+    sp = SamplingParams(max_tokens=10, ignore_eos=True)
+    with local_client(EngineConfig(model=synthetic("llama", mtp=1), spec=3)) as eng:
+        out = run_together(eng, [AddRequest(request_id="a", prompt="hello", sampling=sp, return_logits=True),
+                                 AddRequest(request_id="b", prompt="hello", sampling=sp)])
+    a, b = out["a"], out["b"]
+    assert len(a.tokens) == 10 and a.tokens == b.tokens and b.done.logits == []
+    assert a.done.drafts_offered > 0
+    assert [int(np.frombuffer(r, np.float32).argmax()) for r in a.done.logits] == a.tokens
