@@ -16,12 +16,20 @@ class TileGraph:
         self.slot_pos = torch.zeros((2, n_rows), dtype=torch.long, device=device)   # one copy per replay
         self.slot_pos[0] = scratch_slot
         self.slot, self.pos = self.slot_pos[0], self.slot_pos[1]
-        stream = torch.cuda.current_stream(device)
-        forward(self.x, self.slot, self.pos)            # warm-up: compiles kernels, makes lazy buffers
-        stream.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, stream=stream):
-            self.out = forward(self.x, self.slot, self.pos)
+        with torch.cuda.device(device):
+            stream = torch.cuda.Stream(device)          # capture needs a side stream
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                forward(self.x, self.slot, self.pos)    # warm-up: compiles kernels, makes lazy buffers
+                stream.synchronize()
+                self.graph = torch.cuda.CUDAGraph()
+                # thread-local mode: another thread's CUDA calls during a capture do not break it
+                self.graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    self.out = forward(self.x, self.slot, self.pos)
+                finally:
+                    self.graph.capture_end()
+            torch.cuda.current_stream(device).wait_stream(stream)
 
     def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         self.x.copy_(x, non_blocking=True)

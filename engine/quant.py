@@ -146,6 +146,7 @@ class QuantTensor:
         if self.shape[-1] % block:
             raise ValueError(f"{self.qtype.name} rows of {self.shape[-1]} values are not whole blocks of {block}")
         self.data = data.reshape(-1, self.shape[-1] // block * type_size)
+        self.packed = None              # engine.kernels.packed.Packed once repacked for a GPU (then data is None)
         self._dense: torch.Tensor | None = None
         self._experts: dict[int, QuantTensor] = {}
 
@@ -160,17 +161,34 @@ class QuantTensor:
 
     @property
     def nbytes(self) -> int:
-        return self.data.numel()
+        return self.packed.nbytes if self.packed is not None else self.data.numel()
 
     @property
     def device(self) -> torch.device:
-        return self.data.device
+        return self.packed.codes.device if self.packed is not None else self.data.device
+
+    def repack(self) -> bool:
+        """On a GPU, replace the GGUF bytes by the streaming layout (engine.kernels.packed) where a
+        kernel reads it; the values stay bit-identical. False where this tensor keeps its GGUF form."""
+        from engine.kernels import packed
+
+        if self.packed is not None:
+            return True
+        if self.device.type != "cuda" or len(self.shape) != 2 or not packed.supports(self.qtype, self.shape[-1]):
+            return False
+        self.packed = packed.pack(self.data, self.qtype, self.shape[-1])
+        self.data = None
+        return True
 
     def __repr__(self) -> str:
         return f"QuantTensor({self.qtype.name}, shape={self.shape}, device={self.device})"
 
     def dequantize(self) -> torch.Tensor:
         """A new dense tensor in the compute dtype and torch shape."""
+        if self.packed is not None:
+            from engine.kernels.packed import unpack
+
+            return unpack(self.packed).reshape(self.shape).to(self.compute_dtype)
         n = self.data.shape[0] * self.shape[-1]
         return dequantize(self.data, self.qtype, n).reshape(self.shape).to(self.compute_dtype)
 
@@ -180,6 +198,8 @@ class QuantTensor:
         flat = ids.reshape(-1).to(self.device)
         if self._dense is not None:
             picked = self._dense.reshape(-1, cols)[flat]
+        elif self.packed is not None:
+            picked = self.dense_weight().reshape(-1, cols)[flat]
         else:
             picked = dequantize(self.data[flat], self.qtype, flat.numel() * cols).to(self.compute_dtype)
         return picked.reshape(*ids.shape, cols)
@@ -219,7 +239,11 @@ class QuantTensor:
 
         lead, k = x.shape[:-1], x.shape[-1]
         rows = x.reshape(-1, k).to(self.compute_dtype).contiguous()
-        if self.qtype in qm.KERNEL_TYPES:
+        if self.packed is not None:
+            from engine.kernels import stream_matmul
+
+            out = stream_matmul.linear(rows, self.packed)
+        elif self.qtype in qm.KERNEL_TYPES:
             out = qm.quant_linear(rows, self.data, self.qtype)
         else:
             out = qm.dense_linear(rows, self.dense_weight())

@@ -53,13 +53,20 @@ class Stage:
         x = self.embedding.rows(tokens.to(self.device)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
+    def capture(self, n_rows: int) -> None:
+        """Capture the graph of an n-row tile now (the loader does this for every tile size, one stage
+        at a time, before any stage thread runs)."""
+        if self.use_graph and n_rows not in self._graphs:
+            with torch.inference_mode():
+                self._graphs[n_rows] = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
+                                                 n_rows, self.cfg.n_embd, self.scratch_slot, self.device)
+
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         x = x.to(self.device)
         if self.use_graph:
             n = x.shape[0]
             if n not in self._graphs:
-                self._graphs[n] = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
-                                            n, self.cfg.n_embd, self.scratch_slot, self.device)
+                raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
             return self._graphs[n].run(x, tile.slot, tile.pos)
         return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real))
 

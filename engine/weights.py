@@ -30,6 +30,23 @@ class LayerWeights:
     gate_exps: QuantTensor | None = None
     up_exps: QuantTensor | None = None
     down_exps: QuantTensor | None = None
+    qkv: object | None = None          # GPU: wq|wk|wv repacked side by side (engine.kernels.packed.Packed)
+    gate_up: object | None = None      # GPU: w_gate|w_up likewise; the matrices above are views of these
+
+
+def stack_packed(mats: list[QuantTensor]):
+    """Repacked matrices with the same type and K stacked along N (one kernel launch reads them all);
+    each matrix then holds a view of its rows. None where any of them keeps its GGUF form."""
+    if any(m.packed is None for m in mats) or len({(m.qtype, m.shape[-1]) for m in mats}) > 1:
+        return None
+    from engine.kernels.packed import cat
+
+    both = cat([m.packed for m in mats])
+    a = 0
+    for m in mats:
+        m.packed = both.rows(a, a + m.shape[0])
+        a += m.shape[0]
+    return both
 
 
 @dataclass
@@ -59,7 +76,8 @@ class WeightLoader:
 
     def matrix(self, name: str, device, dense: bool = True) -> QuantTensor:
         """A weight matrix on `device`. On CPU (dense=True) its dequantized copy is made now, so load time
-        is honest and the first window does not pay for it."""
+        is honest and the first window does not pay for it; on a GPU (dense=True) it is repacked into the
+        streaming layout where a kernel reads it (engine.kernels.packed)."""
         if name not in self.gf.tensors:
             raise ModelFileError(self.gf.path, f"missing tensor {name!r}")
         try:
@@ -67,6 +85,8 @@ class WeightLoader:
             if dense and qt.device.type == "cpu":
                 for m in ([qt] if len(qt.shape) == 2 else [qt.expert(e) for e in range(qt.shape[0])]):
                     m.dense_weight()
+            elif dense:
+                qt.repack()
             return qt
         except ModelFileError:
             raise
@@ -96,6 +116,8 @@ class WeightLoader:
             lw.w_gate = self.matrix(p + "ffn_gate.weight", device)
             lw.w_up = self.matrix(p + "ffn_up.weight", device)
             lw.w_down = self.matrix(p + "ffn_down.weight", device)
+            lw.gate_up = stack_packed([lw.w_gate, lw.w_up])
+        lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
         return lw
 
     def embedding(self, device) -> QuantTensor:

@@ -17,6 +17,7 @@ import torch
 
 from engine.kernels import fused
 from engine.kernels.attention import tile_attention
+from engine.kernels import stream_matmul
 from engine.kernels.quant_matmul import KERNEL_TYPES, matmul_parts
 
 
@@ -25,6 +26,26 @@ def _w(qt) -> tuple[torch.Tensor, object]:
     if qt.qtype in KERNEL_TYPES:
         return qt.data, qt.qtype
     return qt.dense_weight(), None
+
+
+def _parts(x: torch.Tensor, mats: list, stacked=None) -> tuple[torch.Tensor, int]:
+    """Split-K partial sums of x @ [W1; W2; ...].T, (part [S, T, N], S), from one launch where the
+    matrices are stacked in the streaming layout (or are one such matrix)."""
+    if stacked is not None:
+        return stream_matmul.matmul_parts(x, stacked)
+    if len(mats) == 1 and mats[0].packed is not None:
+        return stream_matmul.matmul_parts(x, mats[0].packed)
+    if all(m.packed is None for m in mats):
+        return matmul_parts(x, [_w(m) for m in mats])
+    # mixed layouts (a GGUF file with, say, Q6_K for v beside Q4_K for q, k): each matrix summed in order
+    sums = []
+    for m in mats:
+        part, s = _parts(x, [m])
+        acc = part[0]
+        for i in range(1, s):
+            acc = acc + part[i]
+        sums.append(acc)
+    return torch.cat(sums, -1)[None], 1
 
 
 def supports(cfg, lw) -> bool:
@@ -39,15 +60,15 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     eps = cfg.norm_eps
     x = x.float().contiguous()
     h = fused.rms_norm(x, lw.attn_norm, eps, dt)
-    part, s = matmul_parts(h, [_w(lw.wq), _w(lw.wk), _w(lw.wv)])
+    part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt)
-    part, s = matmul_parts(a.view(T, cfg.n_heads * cfg.head_dim), [_w(lw.wo)])
+    part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo])
     x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt)
-    part, s = matmul_parts(h, [_w(lw.w_gate), _w(lw.w_up)])
+    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up)
     g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt)
-    part, s = matmul_parts(g, [_w(lw.w_down)])
+    part, s = _parts(g, [lw.w_down])
     x, _ = fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)
     return x

@@ -1,0 +1,111 @@
+"""The GPU weight layout made for streaming: GGUF blocks repacked at load into separate planes.
+
+A GGUF row interleaves small headers (f16 scales, packed 6-bit scales) with its codes, so a kernel
+that walks it issues byte loads at odd strides. Repacked, every weight row is
+
+    codes   uint8 [N, K/2] (4-bit types: GGUF's own nibble order) or int8 [N, K] (Q8_0), contiguous
+            along K, so a 256-value chunk of a row is one aligned run of 128 (or 256) bytes;
+    scales  float16 [N, K/32] (Q4_0, Q8_0: d), [N, K/32, 2] (Q4_1: d, m) or [N, K/256, 2]
+            (Q4_K: d, dmin), compact and aligned;
+    sub     uint8 [N, K/256, 16] (Q4_K only): the eight 6-bit sub-block scales, then the eight mins,
+            unpacked from their 12-byte field.
+
+Nothing is rounded or re-quantized: `unpack` gives back exactly the values `engine.quant.dequantize`
+gives for the original bytes (same float32 operations), and the tests check it bit for bit. The
+kernels on this layout are in engine.kernels.stream_matmul. Torch only: no triton import here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine.quant_kquants import scale_min_k4
+
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0})
+KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4}     # the kernels' QTYPE constexpr
+
+
+@dataclass
+class Packed:
+    qtype: QT
+    n: int
+    k: int
+    codes: torch.Tensor
+    scales: torch.Tensor
+    sub: torch.Tensor | None = None
+
+    @property
+    def kind(self) -> int:
+        return KIND[self.qtype]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.codes, self.scales, self.sub) if t is not None)
+
+    def rows(self, a: int, b: int) -> Packed:
+        """Weight rows [a, b) as views of the same planes."""
+        sub = self.sub[a:b] if self.sub is not None else None
+        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub)
+
+
+def supports(qtype, k: int) -> bool:
+    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0
+
+
+def pack(data: torch.Tensor, qtype, k: int) -> Packed:
+    """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device."""
+    qtype = QT(qtype)
+    block, size = GGML_QUANT_SIZES[qtype]
+    n = data.shape[0]
+    b = data.reshape(n, k // block, size)
+    f16 = lambda lo: b[..., lo:lo + 2].contiguous().view(torch.float16).squeeze(-1)  # noqa: E731
+    if qtype == QT.Q8_0:
+        return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
+    if qtype == QT.Q4_0:
+        return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
+    if qtype == QT.Q4_1:
+        return Packed(qtype, n, k, b[..., 4:].reshape(n, k // 2).contiguous(),
+                      torch.stack((f16(0), f16(2)), -1).contiguous())
+    if qtype == QT.Q4_K:
+        sc, mn = scale_min_k4(b[..., 4:16].reshape(-1, 12))
+        sub = torch.cat((sc, mn), -1).reshape(n, k // 256, 16).contiguous()
+        return Packed(qtype, n, k, b[..., 16:].reshape(n, k // 2).contiguous(),
+                      torch.stack((f16(0), f16(2)), -1).contiguous(), sub)
+    raise ValueError(f"no packed layout for {qtype.name}")
+
+
+def cat(parts: list[Packed]) -> Packed:
+    """Weights with the same type and K stacked along N (q|k|v, gate|up): one launch reads them all."""
+    p0 = parts[0]
+    if any(p.qtype != p0.qtype or p.k != p0.k for p in parts):
+        raise ValueError("stacked weights need the same type and K")
+    sub = torch.cat([p.sub for p in parts]) if p0.sub is not None else None
+    return Packed(p0.qtype, sum(p.n for p in parts), p0.k, torch.cat([p.codes for p in parts]),
+                  torch.cat([p.scales for p in parts]), sub)
+
+
+def _nibbles(codes: torch.Tensor, group: int) -> torch.Tensor:
+    """[N, K/2] bytes -> [N, K] values: per run of `group` bytes, the low nibbles then the high ones."""
+    n = codes.shape[0]
+    c = codes.reshape(n, -1, 1, group)
+    return torch.cat((c & 0x0F, c >> 4), 2).reshape(n, -1)
+
+
+def unpack(p: Packed) -> torch.Tensor:
+    """The float32 values [N, K], with engine.quant's operations (bit-identical to it)."""
+    n, k = p.n, p.k
+    if p.qtype == QT.Q8_0:
+        return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
+    if p.qtype in (QT.Q4_0, QT.Q4_1):
+        q = _nibbles(p.codes, 16).reshape(n, k // 32, 32)
+        if p.qtype == QT.Q4_0:
+            return (p.scales.float()[..., None] * (q.float() - 8)).reshape(n, k)
+        d, m = p.scales.float().unbind(-1)
+        return (d[..., None] * q.float() + m[..., None]).reshape(n, k)
+    q = _nibbles(p.codes, 32).reshape(n, k // 256, 8, 32).float()
+    d, dmin = p.scales.float().unbind(-1)
+    dl = (d[..., None] * p.sub[..., :8].float())[..., None]
+    ml = (dmin[..., None] * p.sub[..., 8:].float())[..., None]
+    return (dl * q - ml).reshape(n, k)

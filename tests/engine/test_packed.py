@@ -1,0 +1,88 @@
+"""The GPU streaming weight layout (engine.kernels.packed) and its matmul (engine.kernels.stream_matmul).
+
+The layout must hold exactly the GGUF values: `unpack` and the Triton kernel's own dequantization are
+compared bit for bit with engine.quant. The kernel runs here under TRITON_INTERPRET=1 in float32 (the
+interpreter's bf16 tl.dot is wrong, ../shared/ENVIRONMENT.md); its bf16 branch is checked on the GPU
+by tests/gpu/bench_matmul.py, which every GPU script runs.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+import pytest
+import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine.kernels.packed import PACKED_TYPES, cat, pack, unpack
+from engine.quant import dequantize
+from engine.synthetic import _random_blocks
+from tests.engine.test_quant import assert_kernel_row_invariant
+
+TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
+
+
+def blocks(qt, n, k, seed=0):
+    block, _ = GGML_QUANT_SIZES[qt]
+    return torch.from_numpy(_random_blocks(qt, n * k // block, np.random.default_rng(seed), 0.02)).reshape(n, -1)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical, where NaN payloads may differ."""
+    both_nan = a.isnan() & b.isnan()
+    return a.shape == b.shape and bool(((a.view(torch.int32) == b.view(torch.int32)) | both_nan).all())
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+def test_unpack_is_bit_identical_to_engine_quant(qt):
+    k = 768 if GGML_QUANT_SIZES[qt][0] == 256 else 576
+    for data in (blocks(qt, 7, k), torch.randint(0, 256, blocks(qt, 7, k).shape, dtype=torch.uint8,
+                                                  generator=torch.Generator().manual_seed(3))):
+        assert same_bits(unpack(pack(data, qt, k)), dequantize(data, qt, 7 * k).reshape(7, k))
+
+
+def test_stacked_rows_are_views_of_the_same_values():
+    a, b = blocks(QT.Q4_K, 5, 512, 1), blocks(QT.Q4_K, 3, 512, 2)
+    both = cat([pack(a, QT.Q4_K, 512), pack(b, QT.Q4_K, 512)])
+    assert torch.equal(unpack(both.rows(5, 8)), dequantize(b, QT.Q4_K, 3 * 512).reshape(3, 512))
+    with pytest.raises(ValueError):
+        cat([pack(a, QT.Q4_K, 512), pack(blocks(QT.Q8_0, 2, 512), QT.Q8_0, 512)])
+
+
+@pytest.fixture(scope="module")
+def sm():
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the first `import triton`
+    pytest.importorskip("triton")
+    return importlib.import_module("engine.kernels.stream_matmul")
+
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+def test_kernel_reads_the_layout_like_engine_quant(sm, qt):
+    k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 320        # 320: a K tail inside the last chunk
+    data = blocks(qt, 20, k, 4)
+    got = sm.unpack_values(pack(data.to(DEV), qt, k)).cpu()
+    # equal values (the identity product turns -0.0 into +0.0, so not the sign bit of zeros)
+    assert torch.equal(got, dequantize(data, qt, 20 * k).reshape(20, k))
+
+
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q4_1], ids=lambda t: t.name)
+def test_matmul_is_right_and_row_invariant(sm, qt):
+    k = 512
+    data = blocks(qt, 40, k, 5).to(DEV)
+    p = pack(data, qt, k)
+    x = torch.randn(19, k, generator=torch.Generator().manual_seed(6)).to(DEV)
+    y = sm.linear(x, p)
+    ref = x.double() @ unpack(p).double().T
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6
+    assert_kernel_row_invariant(lambda rows: sm.linear(rows, p), x, y)
+
+
+def test_plan_depends_on_the_weight_only(sm):
+    assert sm.plan(14336, 4096, 4) == sm.plan(14336, 4096, 4)
+    bn, s, cps = sm.plan(4096, 14336, 4)
+    assert s * cps >= 14336 // 256 and (s - 1) * cps < 14336 // 256

@@ -1,0 +1,154 @@
+"""Quantized matmul microbenchmark and checks on the GPU (issue 11, item 7).
+
+For each weight type and the matrix shapes of the three reference models at 1, 4 and 16 rows: time
+(median of CUDA-graph replays), GB/s over the bytes a call must move (weights + x + partials) and % of
+the measured device-copy bandwidth; the old GGUF-layout kernel and cuBLAS bf16 beside it. Also checks,
+before timing, that every kernel is right (bf16 relative error against float64) and row-invariant
+(each row of a 16-row call bit-identical to the same row alone), and exits 1 if any check fails.
+
+    python3 tests/gpu/bench_matmul.py [--sweep] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import torch
+import triton
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+from triton.testing import do_bench_cudagraph
+
+from engine.kernels import quant_matmul as old
+from engine.kernels import stream_matmul as sm
+from engine.kernels.packed import pack, unpack
+from engine.synthetic import _random_blocks
+
+SHAPES = {   # (name, N, K)
+    "llama-3-8b": [("qkv", 6144, 4096), ("wo", 4096, 4096), ("gate|up", 28672, 4096), ("up", 14336, 4096),
+                   ("down", 4096, 14336), ("head", 49152, 4096)],
+    "smollm2-135m": [("qkv", 960, 576), ("wo", 576, 576), ("gate|up", 3072, 576), ("down", 576, 1536),
+                     ("head", 49152, 576)],
+    "qwen3-30b-a3b": [("qkv", 5120, 2048), ("wo", 2048, 4096), ("expert gate|up", 1536, 2048),
+                      ("expert down", 2048, 768)],
+}
+ROWS = (1, 4, 16)
+
+
+def copy_bandwidth() -> float:
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = triton.testing.do_bench(lambda: b.copy_(a), warmup=50, rep=200, return_mode="median")
+    return 2 * a.numel() / ms / 1e6      # GB/s, bytes read + written
+
+
+def weights(qt, n, k, seed=0):
+    block, _ = GGML_QUANT_SIZES[qt]
+    data = torch.from_numpy(_random_blocks(qt, n * k // block, np.random.default_rng(seed), 0.02)).reshape(n, -1)
+    return data.cuda()
+
+
+def check(qt, n, k) -> list[str]:
+    """Bit-exact unpack, bf16 error, row invariance of the new kernel; returns failures."""
+    fails = []
+    data = weights(qt, n, k, seed=1)
+    p = pack(data, qt, k)
+    ref = unpack(p)
+    from engine.quant import dequantize
+    if not torch.equal(ref, dequantize(data, qt, n * k).reshape(n, k)):
+        fails.append(f"{qt.name} {n}x{k}: unpack differs from engine.quant")
+    x = torch.randn(16, k, device="cuda").to(torch.bfloat16)
+    y = sm.linear(x, p)
+    yr = x.double() @ ref.double().T
+    err = ((y.double() - yr).norm() / yr.norm()).item()
+    if not err < 1e-2:
+        fails.append(f"{qt.name} {n}x{k}: bf16 rel err {err:.2e}")
+    for m in (1, 3, 7):
+        ys = sm.linear(x[m:m + 1].contiguous(), p)
+        if not torch.equal(ys[0], y[m]):
+            fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
+    yf = sm.linear(x.float(), p)
+    errf = ((yf.double() - yr).norm() / yr.norm()).item()
+    print(f"check {qt.name:5} {n:6}x{k:<6} bf16 rel err {err:.1e}  f32 {errf:.1e}  row-invariant "
+          f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
+    return fails
+
+
+def time_call(fn) -> float:
+    return do_bench_cudagraph(fn, rep=100, return_mode="median") * 1e3     # us
+
+
+def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
+    data = weights(qt, n, k)
+    p = pack(data, qt, k)
+    dense = unpack(p).to(torch.bfloat16)
+    out = []
+    for m in rows:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        bn, s, cps = sm.plan(n, k, p.kind)
+        part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
+        moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
+        row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
+               "plan": [bn, s, cps]}
+        row["us"] = time_call(lambda: sm.launch(x, p, part, bn, s, cps))
+        if qt in old.KERNEL_TYPES:
+            row["old_us"] = time_call(lambda: old.matmul_parts(x, [(data, qt)]))
+        row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
+        for cfg in (configs or []) if m in (1, 16) else []:
+            cbn, target, warps, stages = cfg
+            tiles = triton.cdiv(n, cbn)
+            chunks = triton.cdiv(k, sm.CHUNK)
+            cs = max(1, min(chunks, round(target / tiles)))
+            ccps = triton.cdiv(chunks, cs)
+            cs = triton.cdiv(chunks, ccps)
+            cpart = torch.empty((cs, m, n), dtype=torch.float32, device="cuda")
+            try:
+                row[f"cfg {cbn}/{target}/{warps}/{stages}"] = time_call(
+                    lambda: sm.launch(x, p, cpart, cbn, cs, ccps, warps, stages))
+            except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal
+                row[f"cfg {cbn}/{target}/{warps}/{stages}"] = f"error {type(e).__name__}"
+        row["GB/s"] = moved / row["us"] / 1e3
+        row["%bw"] = 100 * row["GB/s"] / bw
+        out.append(row)
+        extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
+                          for key, v in row.items() if key.startswith("cfg "))
+        print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:2}  {row['us']:7.1f} us  "
+              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  old {row.get('old_us', float('nan')):7.1f}  "
+              f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sweep", action="store_true", help="also time other (BN, programs, warps, stages)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    bw = copy_bandwidth()
+    print(f"device copy bandwidth {bw:.0f} GB/s ({torch.cuda.get_device_name()})")
+    fails = []
+    for qt in (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0):
+        for n, k in ((1024, 4096), (576, 1536), (960, 576)):
+            if k % GGML_QUANT_SIZES[qt][0] == 0:
+                fails += check(qt, n, k)
+    configs = None
+    if args.sweep:
+        configs = [(bn, t, w, 3) for bn in (32, 64, 128) for t in (264, 528, 1056) for w in (4, 8)]
+        configs += [(64, 528, 4, 2), (64, 528, 4, 4), (32, 528, 4, 4)]
+    rows = []
+    plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m"), (QT.Q4_K, "qwen3-30b-a3b")]
+    for qt, model in plan:
+        for matrix, n, k in SHAPES[model]:
+            if k % GGML_QUANT_SIZES[qt][0]:
+                continue
+            sweep = configs if (args.sweep and matrix in ("up", "down", "qkv", "gate|up")) else None
+            rows += bench(qt, (model, matrix), n, k, bw, configs=sweep)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_GBps": bw, "rows": rows, "fails": fails}, f, indent=1)
+    print("FAIL" if fails else "PASS", "bench_matmul:", "; ".join(fails) or "all checks passed")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
