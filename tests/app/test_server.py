@@ -6,7 +6,6 @@ The HTTP-overhead figure:  pytest -s tests/app/test_server.py -k overhead
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 import uuid
 
@@ -91,8 +90,9 @@ def test_completions_text_tokens_and_stream(oai):
     r1 = oai.completions.create(model="m", prompt=["The capital of France is"], max_tokens=8, temperature=0)
     assert r1.choices[0].text == r.choices[0].text
     # token ids as the prompt
-    r2 = oai.completions.create(model="m", prompt=list(range(1000, 1010)), max_tokens=3, temperature=0)
-    assert r2.usage.prompt_tokens >= 10 and r2.usage.completion_tokens >= 1
+    r2 = oai.completions.create(model="m", prompt=list(range(1000, 1010)), max_tokens=3, temperature=0,
+                                extra_body={"ignore_eos": True})
+    assert r2.usage.prompt_tokens == 10 and r2.usage.completion_tokens == 3 and r2.choices[0].finish_reason == "length"
 
 
 def test_stop_strings(oai):
@@ -122,8 +122,13 @@ def test_sampling_fields_and_draft_settings_accepted(oai):
     r = oai.chat.completions.create(
         model="m", messages=ASK, max_completion_tokens=6, temperature=0.7, top_p=0.9, seed=7,
         presence_penalty=0.5, frequency_penalty=0.3,
-        extra_body={"top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "strata": {"spec": 2, "spec_min_p": 0.1}})
-    assert 0 < r.usage.completion_tokens <= 6 and r.strata["windows"] >= 0
+        extra_body={"top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "ignore_eos": True,
+                    "strata": {"spec": 2, "spec_min_p": 0.1}})
+    st = r.strata
+    assert r.usage.completion_tokens == 6 and r.choices[0].finish_reason == "length"
+    # one decode window per kept run of tokens: each window emits its pick plus the drafts it accepted
+    assert st["windows"] >= 1 and st["windows"] + st["drafts_accepted"] == 6
+    assert st["drafts_accepted"] <= st["drafts_offered"] <= st["windows"]      # spec 2: at most one per window
 
 
 def test_eight_streams_on_two_slots(server, engine):
@@ -209,49 +214,17 @@ def test_openapi_matches_the_server(server):
     assert "security" not in spec                        # no key on this server
 
 
-def _decode_rate(t_first: float, t_last: float, n: int) -> float:
-    return (n - 1) / (t_last - t_first)
-
-
-@pytest.mark.timeout(600)
-def test_http_overhead(server, engine):
-    """Decode tok/s of one 128-token greedy request: through HTTP+SSE (openai client) vs EngineClient directly."""
-    aoai = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
-    msgs, n = [{"role": "user", "content": "Write a long poem about the sea."}], 128
-
-    async def direct():
-        h = engine.submit(AddRequest(request_id=uuid.uuid4().hex, messages=[ChatMessage(**m) for m in msgs],
-                                     sampling=SamplingParams(max_tokens=n, ignore_eos=True)))
-        t0, stamps = time.perf_counter(), []
-        async for ev in h.aiter():
-            if isinstance(ev, TokenDelta):
-                stamps.append(time.perf_counter())
-        assert h.done.completion_tokens == n
-        return _decode_rate(stamps[0], stamps[-1], n), n / (time.perf_counter() - t0)
-
-    async def http():
-        t0, stamps, usage = time.perf_counter(), [], None
-        async for ch in await aoai.chat.completions.create(
-                model="m", messages=msgs, max_tokens=n, temperature=0, stream=True,
-                stream_options={"include_usage": True}, extra_body={"ignore_eos": True}):
-            if ch.choices and ch.choices[0].delta.content:
-                stamps.append(time.perf_counter())
-            usage = ch.usage or usage
-        assert usage.completion_tokens == n
-        return _decode_rate(stamps[0], stamps[-1], n), n / (time.perf_counter() - t0)
-
-    async def main():
-        rows = {"direct": [], "http": []}
-        for _ in range(3):                      # alternate, so drift hits both sides alike
-            rows["direct"].append(await direct())
-            rows["http"].append(await http())
-        return rows
-
-    rows = asyncio.run(main())
-    print("\n" + "\n".join(f"{k}: " + ", ".join(f"{d:.1f}/{e:.1f}" for d, e in v) for k, v in rows.items()))
-    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in rows.items()}
-    ratio = med["http"][0] / med["direct"][0]
-    print(f"\nHTTP overhead, {n} tokens greedy, median of 3: decode {med['direct'][0]:.1f} tok/s direct "
-          f"(EngineClient) vs {med['http'][0]:.1f} tok/s through the server ({(1 - ratio) * 100:+.1f}% overhead); "
-          f"end to end {med['direct'][1]:.1f} vs {med['http'][1]:.1f} tok/s")
-    assert ratio > 0.8
+def test_http_stream_is_the_engine_stream(server, engine, oai):
+    """One 48-token greedy request streamed through HTTP+SSE gives the text EngineClient gets directly.
+    (Its speed against the direct client is a benchmark figure, not a test.)"""
+    msgs, n = [{"role": "user", "content": "Write a long poem about the sea."}], 48
+    h = engine.submit(AddRequest(request_id=uuid.uuid4().hex, messages=[ChatMessage(**m) for m in msgs],
+                                 sampling=SamplingParams(max_tokens=n, ignore_eos=True)))
+    direct = "".join(ev.text for ev in h if isinstance(ev, TokenDelta))
+    assert h.done.completion_tokens == n
+    text, usage = "", None
+    for ch in oai.chat.completions.create(model="m", messages=msgs, max_tokens=n, temperature=0, stream=True,
+                                         stream_options={"include_usage": True}, extra_body={"ignore_eos": True}):
+        text += (ch.choices[0].delta.content or "") if ch.choices else ""
+        usage = ch.usage or usage
+    assert usage.completion_tokens == n and text == direct and text

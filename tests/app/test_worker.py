@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -139,7 +138,8 @@ def test_telemetry_about_10hz_when_idle(client):
     client.add_listener(lambda m: isinstance(m, Telemetry) and seen.append(m))
     time.sleep(1.0)
     assert 6 <= len(seen) <= 14 and seen[-1].state == "idle"
-    assert seen[-1].tokens_total >= seen[0].tokens_total and seen[-1].memory          # monotonic totals
+    assert len({(t.tokens_total, t.requests_total, t.windows_total) for t in seen}) == 1   # idle: totals stand still
+    assert seen[-1].memory
 
 
 def test_inprocess_engine_behind_the_same_client():
@@ -263,4 +263,7 @@ def test_token_latency(client):
     print(f"\ntoken emit -> client reader: median {ms(to_reader, .5):.3f} ms, p90 {ms(to_reader, .9):.3f} ms; "
           f"-> consumer: median {ms(to_consumer, .5):.3f} ms, p90 {ms(to_consumer, .9):.3f} ms "
           f"({len(emitted)} tokens); ping round trip median {ms(pings, .5):.3f} ms, p90 {ms(pings, .9):.3f} ms")
-    assert 0 <= statistics.median(to_reader) < 0.02
+    # causality on the one system-wide monotonic clock: emitted, then read, then consumed, in order (the
+    # latency itself is printed above, not asserted: speed figures belong to `strata bench`)
+    assert all(e <= r <= c for e, r, c in zip(emitted, reader_t, consumer_t))
+    assert emitted == sorted(emitted) and reader_t == sorted(reader_t) and consumer_t == sorted(consumer_t)
