@@ -7,6 +7,7 @@ import time
 
 from engine.synthetic import ARCHS, QTYPES, SHAPES, make_model
 from engine.synthetic_counting import make_counting_model
+from engine.synthetic_induction import make_induction_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,8 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mtp", type=int, default=0, help="number of nextn (MTP) layers after the trunk")
     p.add_argument("--qtype", default="Q8_0", help="one of " + ", ".join(QTYPES))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--weights", choices=["random", "counting"], default="random",
-                   help="counting: a model that counts (x -> x+1) with an MTP layer that agrees (acceptance ~1)")
+    p.add_argument("--weights", choices=["random", "counting", "induction"], default="random",
+                   help="counting: a model that counts (x -> x+1) with an MTP layer that agrees (acceptance ~1); "
+                        "induction: a model that repeats the text with period layers+1 through attention "
+                        "(shape tiny or small, llama/qwen3/qwen3moe), with an MTP layer that agrees")
     p.add_argument("--out", required=True)
 
 
@@ -31,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.weights == "counting":
         path = make_counting_model(args.out, args.arch, args.shape, mtp=args.mtp, qtype=args.qtype, seed=args.seed)
+    elif args.weights == "induction":
+        path = make_induction_model(args.out, args.arch, args.shape, mtp=args.mtp, qtype=args.qtype, seed=args.seed)
     else:
         path = make_model(args.arch, args.shape, args.out, mtp=args.mtp, qtype=args.qtype, seed=args.seed,
                           progress=progress)

@@ -7,6 +7,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 check "make smol" $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf
 check "make count" $S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf
 check "make countmoe" $S make-model --arch qwen3moe --shape small --mtp 1 --weights counting --out $M/countmoe.gguf
+check "make inductionmoe" $S make-model --arch qwen3moe --shape tiny --mtp 1 --weights induction --out $M/inductionmoe.gguf
 step "kernel tests"; check "kernel tests" tail_of 3 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_gpu_kernels.py
 step "batch-test"
 for L in "--devices cuda:0 --parallel 4 --spec 4" \
@@ -16,6 +17,13 @@ for L in "--devices cuda:0 --parallel 4 --spec 4" \
   check "batch-test count.gguf $L" without "^#" timeout 120 $S batch-test --model $M/count.gguf --max-tokens 32 $L
 done
 check "batch-test countmoe.gguf piped 2, 2 GPUs" without "^#" timeout 120 $S batch-test --model $M/countmoe.gguf --devices cuda:0,cuda:1 --parallel 4 --batch-groups 2 --piped-mtp 2 --max-tokens 32
+# induction models: the next token comes through attention, so drafts are accepted where KV rows and RoPE matter
+for L in "--devices cuda:0 --parallel 4 --spec 4" \
+         "--devices cuda:0,cuda:1 --parallel 4 --batch-groups 2 --piped-mtp 2" \
+         "--devices cuda:0,cuda:1 --parallel 4 --batch-groups 2 --piped-mtp 3 --temperature 0.8 --seed 5"; do
+  check "batch-test induction.gguf $L" without "^#" timeout 120 $S batch-test --model $M/induction.gguf --max-tokens 32 $L
+done
+check "batch-test inductionmoe.gguf piped 2, 2 GPUs" without "^#" timeout 120 $S batch-test --model $M/inductionmoe.gguf --devices cuda:0,cuda:1 --parallel 4 --batch-groups 2 --piped-mtp 2 --max-tokens 32
 check "batch-test gemma3 tiny sampled, 2 GPUs" without "^#" timeout 120 $S batch-test --model $M/gemma3.gguf --devices cuda:0,cuda:1 --parallel 4 --batch-groups 2 --piped-mtp 2 --max-tokens 32 --temperature 0.9 --seed 3
 step "bench smollm2-shaped Q4_1"
 B="$S bench --model $M/smol.gguf --max-tokens 128 --prompt-tokens 128 --ctx 2048"
