@@ -20,6 +20,7 @@ class Tile:
     slot: torch.Tensor        # [T] long, the KV slot each row reads and writes
     pos: torch.Tensor         # [T] long, absolute position of each row
     n_real: int               # rows [0, n_real) are real
+    n_dev: torch.Tensor | None = None   # n_real as a device scalar (GPU decode kernels skip the rest)
 
 
 def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,

@@ -25,7 +25,7 @@ from engine.model_info import layer_bytes, model_info
 from engine.weights import WeightLoader
 
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
-              "cuda": TileSizes(prompt=128, decode=16, chunk=256, same_numerics=True)}
+              "cuda": TileSizes(prompt=128, decode=16, chunk=256)}
 
 
 @dataclass

@@ -30,8 +30,9 @@ class TileSizes:
     computed at the same tile size whatever else runs.
     CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
     prompt still fits one tile), decode rows one per call (a lone decode is not padded at all).
-    GPU: the kernels are row-invariant at any row count (`same_numerics`), so prompt rows take large
-    tiles (weights read once per 128 rows) and decode rows 16; each size replays its own CUDA graph."""
+    GPU: prompt rows in 128-row tiles through the tensor-core matmul, decode rows in 16-row tiles through
+    the CUDA-core decode matmul, which computes only the tile's real rows and is row-invariant at any
+    count up to 16; each size replays its own CUDA graph."""
     prompt: int
     decode: int
     chunk: int                     # prompt rows a slot reads per window
@@ -157,7 +158,9 @@ class Pipeline:
             for a, size, _ in rows.bounds:
                 inside = sorted(p for p in want if a <= p < a + size)
                 if inside:   # the head runs on the whole tile; only the wanted rows travel to the host
-                    lg = stage.logits(y[a:a + size])[torch.tensor(inside, device=y.device) - a].cpu()
+                    # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
+                    end = a + size if size != self.tiles.decode else inside[-1] + 1
+                    lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a].cpu()
                     out.update(zip(inside, lg))
         return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)
 

@@ -167,14 +167,16 @@ class QuantTensor:
     def device(self) -> torch.device:
         return self.packed.codes.device if self.packed is not None else self.data.device
 
-    def repack(self) -> bool:
+    def repack(self, on_cpu: bool = False) -> bool:
         """On a GPU, replace the GGUF bytes by the streaming layout (engine.kernels.packed) where a
-        kernel reads it; the values stay bit-identical. False where this tensor keeps its GGUF form."""
+        kernel reads it; the values stay bit-identical. False where this tensor keeps its GGUF form.
+        on_cpu: also on CPU tensors (tests run the GPU kernels there under the Triton interpreter)."""
         from engine.kernels import packed
 
         if self.packed is not None:
             return True
-        if self.device.type != "cuda" or len(self.shape) != 2 or not packed.supports(self.qtype, self.shape[-1]):
+        if (self.device.type != "cuda" and not on_cpu) or len(self.shape) != 2 \
+                or not packed.supports(self.qtype, self.shape[-1]):
             return False
         self.packed = packed.pack(self.data, self.qtype, self.shape[-1])
         self.data = None

@@ -40,7 +40,7 @@ class Stage:
     def weight_bytes(self) -> int:
         """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
         quantized bytes."""
-        tensors = [v for lw in self.layers for v in vars(lw).values() if v is not None]
+        tensors = [v for lw in self.layers for k, v in vars(lw).items() if v is not None and k not in STACKED]
         tensors += [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
                     if t is not None]
         return sum(resident_bytes(t) for t in tensors)
@@ -58,7 +58,7 @@ class Stage:
         at a time, before any stage thread runs)."""
         if self.use_graph and n_rows not in self._graphs:
             with torch.inference_mode():
-                self._graphs[n_rows] = TileGraph(lambda gx, gs, gp: self._forward(gx, Tile(gs, gp, gx.shape[0])),
+                self._graphs[n_rows] = TileGraph(lambda gx, gs, gp, gn: self._forward(gx, Tile(gs, gp, gx.shape[0], gn)),
                                                  n_rows, self.cfg.n_embd, self.scratch_slot, self.device)
 
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
@@ -67,7 +67,7 @@ class Stage:
             n = x.shape[0]
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
-            return self._graphs[n].run(x, tile.slot, tile.pos)
+            return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)
         return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real))
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
@@ -79,6 +79,9 @@ class Stage:
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         h = rms_norm(x, self.head.output_norm, self.cfg.norm_eps)
         return self.head.output.linear(h, h.shape[0]).float()
+
+
+STACKED = ("qkv", "gate_up")          # LayerWeights fields whose bytes the matrices' views already count
 
 
 def resident_bytes(t) -> int:

@@ -28,19 +28,20 @@ def _w(qt) -> tuple[torch.Tensor, object]:
     return qt.dense_weight(), None
 
 
-def _parts(x: torch.Tensor, mats: list, stacked=None) -> tuple[torch.Tensor, int]:
+def _parts(x: torch.Tensor, mats: list, stacked=None, n_real=None) -> tuple[torch.Tensor, int]:
     """Split-K partial sums of x @ [W1; W2; ...].T, (part [S, T, N], S), from one launch where the
-    matrices are stacked in the streaming layout (or are one such matrix)."""
+    matrices are stacked in the streaming layout (or are one such matrix). n_real: the tile's real
+    row count on the device (decode tiles compute only those rows)."""
     if stacked is not None:
-        return stream_matmul.matmul_parts(x, stacked)
+        return stream_matmul.matmul_parts(x, stacked, n_real)
     if len(mats) == 1 and mats[0].packed is not None:
-        return stream_matmul.matmul_parts(x, mats[0].packed)
+        return stream_matmul.matmul_parts(x, mats[0].packed, n_real)
     if all(m.packed is None for m in mats):
         return matmul_parts(x, [_w(m) for m in mats])
     # mixed layouts (a GGUF file with, say, Q6_K for v beside Q4_K for q, k): each matrix summed in order
     sums = []
     for m in mats:
-        part, s = _parts(x, [m])
+        part, s = _parts(x, [m], None, n_real)
         acc = part[0]
         for i in range(1, s):
             acc = acc + part[i]
@@ -60,15 +61,15 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     eps = cfg.norm_eps
     x = x.float().contiguous()
     h = fused.rms_norm(x, lw.attn_norm, eps, dt)
-    part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
+    part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv, tile.n_dev)
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt)
-    part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo])
+    part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev)
     x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt)
-    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up)
+    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev)
     g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt)
-    part, s = _parts(g, [lw.w_down])
+    part, s = _parts(g, [lw.w_down], None, tile.n_dev)
     x, _ = fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)
     return x

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from engine.kernels.packed import Packed
 
-BM = 16
+BM = tl.constexpr(16)
 CHUNK = 256
 
 
@@ -120,12 +120,118 @@ def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_p
     tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
+@triton.jit
+def _gemv_chunk(acc, x_ptr, stride_xm, M, rows, codes, scales, sub, n, c, K,
+                KIND: tl.constexpr, EVEN_K: tl.constexpr):
+    """Decode rows: acc[r] += x[r, chunk c] @ W[n, chunk c].T for the real rows r < M, on CUDA cores.
+    The chunk's codes are decoded once into float32 and reused by every row; a row sums
+    code * x per 32-value block, then scale * sum (- min * sum(x)) per block, in a fixed order."""
+    nn = n.to(tl.int64)[:, None, None]
+    if KIND == 1:
+        G: tl.constexpr = 32
+        NG: tl.constexpr = 8
+    elif KIND == 4:
+        G: tl.constexpr = 32
+        NG: tl.constexpr = 4
+    else:
+        G: tl.constexpr = 16
+        NG: tl.constexpr = 8
+    g = tl.arange(0, NG)
+    j = tl.arange(0, G)
+    if KIND == 1:
+        kk = c * 256 + g[:, None] * 32 + j[None, :]
+        if EVEN_K:
+            q = tl.load(codes + nn * K + kk[None]).to(tl.float32)
+        else:
+            q = tl.load(codes + nn * K + kk[None], mask=(kk < K)[None], other=0).to(tl.float32)
+        blk = c * 8 + g
+        d = tl.load(scales + n.to(tl.int64)[:, None] * (K // 32) + blk[None, :], mask=(blk < K // 32)[None, :],
+                    other=0.0).to(tl.float32)
+        for r in tl.static_range(16):
+            if r < M:
+                xo = x_ptr + r * stride_xm + kk
+                if EVEN_K:
+                    x = tl.load(xo).to(tl.float32)
+                else:
+                    x = tl.load(xo, mask=kk < K, other=0.0).to(tl.float32)
+                p = tl.sum(d * tl.sum(q * x[None], axis=2), axis=1)
+                acc = tl.where(rows[:, None] == r, acc + p[None, :], acc)
+    else:
+        kb = c * 128 + g[:, None] * G + j[None, :]               # byte index in the row
+        if EVEN_K:
+            b = tl.load(codes + nn * (K // 2) + kb[None]).to(tl.int32)
+        else:
+            b = tl.load(codes + nn * (K // 2) + kb[None], mask=(kb < K // 2)[None], other=0).to(tl.int32)
+        lo = (b & 0xF).to(tl.float32)
+        hi = (b >> 4).to(tl.float32)
+        n2 = n.to(tl.int64)[:, None]
+        if KIND == 4:
+            sb = n2 * (K // 256) + c
+            d = tl.load(scales + sb * 2).to(tl.float32)
+            dmin = tl.load(scales + sb * 2 + 1).to(tl.float32)
+            s_lo = d * tl.load(sub + sb * 16 + 2 * g[None, :]).to(tl.float32)
+            s_hi = d * tl.load(sub + sb * 16 + 2 * g[None, :] + 1).to(tl.float32)
+            m_lo = dmin * tl.load(sub + sb * 16 + 8 + 2 * g[None, :]).to(tl.float32)
+            m_hi = dmin * tl.load(sub + sb * 16 + 9 + 2 * g[None, :]).to(tl.float32)
+        else:
+            blk = c * 8 + g[None, :]
+            bok = blk < K // 32
+            if KIND == 2:
+                s_lo = tl.load(scales + n2 * (K // 32) + blk, mask=bok, other=0.0).to(tl.float32)
+                m_lo = 8.0 * s_lo
+            else:
+                s_lo = tl.load(scales + (n2 * (K // 32) + blk) * 2, mask=bok, other=0.0).to(tl.float32)
+                m_lo = -tl.load(scales + (n2 * (K // 32) + blk) * 2 + 1, mask=bok, other=0.0).to(tl.float32)
+            s_hi = s_lo
+            m_hi = m_lo
+        kx = c * 256 + g[:, None] * (2 * G) + j[None, :]         # the value of each byte's low nibble
+        for r in tl.static_range(16):
+            if r < M:
+                xo = x_ptr + r * stride_xm + kx
+                if EVEN_K:
+                    x_lo = tl.load(xo).to(tl.float32)
+                    x_hi = tl.load(xo + G).to(tl.float32)
+                else:
+                    x_lo = tl.load(xo, mask=kx < K, other=0.0).to(tl.float32)
+                    x_hi = tl.load(xo + G, mask=kx + G < K, other=0.0).to(tl.float32)
+                p_lo = tl.sum(lo * x_lo[None], axis=2)             # [BN, NG]
+                p_hi = tl.sum(hi * x_hi[None], axis=2)
+                t = s_lo * p_lo - m_lo * tl.sum(x_lo, axis=1)[None, :]
+                t += s_hi * p_hi - m_hi * tl.sum(x_hi, axis=1)[None, :]
+                p = tl.sum(t, axis=1)
+                acc = tl.where(rows[:, None] == r, acc + p[None, :], acc)
+    return acc
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, nreal_ptr, T, codes, scales, sub, part_ptr, N, K, stride_xm, stride_ps, stride_pm, CPS,
+                 KIND: tl.constexpr, BN: tl.constexpr, EVEN_K: tl.constexpr):
+    """Program (j, s): weight rows j*BN.., chunks [s*CPS, s*CPS + CPS) in order, for the real rows
+    (their count read on the device, so one captured graph serves any number of them) of a tile of
+    T <= 16 rows; the other rows get zeros."""
+    n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
+    n = tl.minimum(n_raw, N - 1)
+    s = tl.program_id(1)
+    M = tl.load(nreal_ptr)
+    rows = tl.arange(0, 16)
+    acc = tl.zeros((16, BN), dtype=tl.float32)
+    c_hi = tl.minimum(s * CPS + CPS, tl.cdiv(K, 256))
+    for c in range(s * CPS, c_hi):
+        acc = _gemv_chunk(acc, x_ptr, stride_xm, M, rows, codes, scales, sub, n, c, K, KIND, EVEN_K)
+    out = part_ptr + s * stride_ps + rows.to(tl.int64)[:, None] * stride_pm + n_raw[None, :]
+    tl.store(out, acc, mask=(rows < T)[:, None] & (n_raw < N)[None, :])
+
+
 # Tuning: functions of (N, K, type) only. Env overrides exist for measuring and must be set the same
 # everywhere a run compares results.
 TARGET_PROGRAMS = int(os.environ.get("STRATA_SMM_TARGET", "528"))     # 4 per SM on an H200
 WARPS = int(os.environ.get("STRATA_SMM_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_SMM_STAGES", "3"))
 BN_FORCE = int(os.environ.get("STRATA_SMM_BN", "0"))
+DECODE_ROWS = 16                                                       # tiles up to this size: decode kernel
+GEMV_BN = int(os.environ.get("STRATA_GEMV_BN", "32"))
+GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
+GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
 
 
 def plan(n: int, k: int, kind: int) -> tuple[int, int, int]:
@@ -145,19 +251,47 @@ def _check_x(x: torch.Tensor, k: int) -> None:
         raise ValueError(f"expected x of shape (M, {k}) with contiguous rows, got {tuple(x.shape)}")
 
 
-def matmul_parts(x: torch.Tensor, w: Packed) -> tuple[torch.Tensor, int]:
-    """Partial sums of x @ W.T: (part [S, M, N] float32, S); rows sum as part[0] + ... + part[S-1]."""
+def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Partial sums of x @ W.T: (part [S, M, N] float32, S); rows sum as part[0] + ... + part[S-1].
+
+    Tiles of up to 16 rows (decode and verify rows) run the CUDA-core kernel over the first `n_real`
+    rows (an int32 device scalar; default all), others (prompt tiles) the tensor-core kernel. A row
+    kind always comes in tiles of one size, so each row is always computed by the same kernel."""
     _check_x(x, w.k)
+    if x.shape[0] <= DECODE_ROWS:
+        bn, s, cps = gemv_plan(w.n, w.k)
+        part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
+        if x.shape[0]:
+            if n_real is None:
+                n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
+            launch_gemv(x, n_real, w, part, bn, s, cps)
+        return part, s
     bn, s, cps = plan(w.n, w.k, w.kind)
     part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
-    if x.shape[0]:
-        launch(x, w, part, bn, s, cps)
+    launch(x, w, part, bn, s, cps)
     return part, s
+
+
+def gemv_plan(n: int, k: int) -> tuple[int, int, int]:
+    """(BN, S, chunks per split) of the decode kernel for an N x K weight; never depends on M."""
+    bn = GEMV_BN
+    chunks = triton.cdiv(k, CHUNK)
+    s = max(1, min(chunks, round(GEMV_TARGET / triton.cdiv(n, bn))))
+    cps = triton.cdiv(chunks, s)
+    return bn, triton.cdiv(chunks, cps), cps
+
+
+def launch_gemv(x: torch.Tensor, n_real: torch.Tensor, w: Packed, part: torch.Tensor, bn: int, s: int, cps: int,
+                warps: int | None = None) -> None:
+    grid = (triton.cdiv(w.n, bn), s)
+    _gemv_kernel[grid](x, n_real, x.shape[0], w.codes, w.scales, w.sub if w.sub is not None else w.scales, part,
+                       w.n, w.k, x.stride(0), part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn,
+                       EVEN_K=w.k % CHUNK == 0, num_warps=warps or GEMV_WARPS)
 
 
 def launch(x: torch.Tensor, w: Packed, part: torch.Tensor, bn: int, s: int, cps: int, warps: int = WARPS,
            stages: int = STAGES) -> None:
-    grid = (triton.cdiv(x.shape[0], BM), triton.cdiv(w.n, bn), s)
+    grid = (triton.cdiv(x.shape[0], 16), triton.cdiv(w.n, bn), s)
     _mm_kernel[grid](x, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, x.shape[0], w.n, w.k,
                      x.stride(0), part.stride(0), part.stride(1), 0, cps, KIND=w.kind, BN=bn,
                      IEEE=x.dtype == torch.float32, num_warps=warps, num_stages=stages)

@@ -46,8 +46,25 @@ def _weights(synthetic, arch: str, qtype: str, device, dtype=torch.float32):
 
     gf = read_gguf(synthetic(arch, qtype=qtype, shape="small"))
     cfg = model_config(gf)
-    lw = WeightLoader(gf, cfg, dtype).layer(1, device)
+    lw = WeightLoader(gf, cfg, dtype).layer(1, "cpu")      # GGUF bytes (on a GPU the loader repacks)
+    for name, m in vars(lw).items():
+        if hasattr(m, "qtype"):
+            m.data = m.data.to(device)
+            m._dense = m._dense.to(device) if m._dense is not None else None
+        elif isinstance(m, torch.Tensor):
+            setattr(lw, name, m.to(device))
     return cfg, lw, rope_tables(cfg.layer_rope_base(1), cfg.rope_dim, 256, device)
+
+
+def _packed(lw):
+    """The layer as a GPU stage holds it: matrices repacked, q|k|v and gate|up stacked."""
+    from engine.weights import stack_packed
+
+    for m in (lw.wq, lw.wk, lw.wv, lw.wo, lw.w_gate, lw.w_up, lw.w_down):
+        assert m.repack(on_cpu=True)
+    lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
+    lw.gate_up = stack_packed([lw.w_gate, lw.w_up])
+    return lw
 
 
 @pytest.mark.parametrize("qtype", ["Q4_1", "Q4_K"])
@@ -108,16 +125,33 @@ def test_fast_block_is_row_invariant(kernels, synthetic):
     fb = kernels["fast_block"]
     cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "qwen3", "Q4_1")
     out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
-    gen = torch.Generator().manual_seed(9)
     # row 7 (slot 1, position 77) among other rows and in a call of another size; under the
     # interpreter (numpy tl.dot) it keeps its position in the 16-row tile
     placements = [(16, 7), (9, 7)] + ([(1, 0), (40, 23)] if GPU else [])
+    _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements)
+
+
+def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
+    gen = torch.Generator().manual_seed(9)
     for n, at in placements:
         xs = torch.randn(n, cfg.n_embd, generator=gen).to(DEV)
         xs[at] = x[7]
         rr = [rows[7] if i == at else (2 * (i % 2), 5 + i) for i in range(n)]
         got = fb.run_block_cuda(lw, cfg, 1, xs, _tile(3, rr, DEV), k.clone(), v.clone(), rope)
         assert torch.equal(got[at], out[7]), (n, at)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_1", "Q4_K"])
+def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, qtype):
+    """The GPU stage's layout: repacked weights; decode tiles (up to 16 rows) run the CUDA-core kernel,
+    whose rows do not depend on the other rows, their count or their place in the tile."""
+    fb = kernels["fast_block"]
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "llama", qtype)
+    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    _packed(lw)
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    assert rel_err(out, ref) < 1e-5
+    _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, [(16, 7), (9, 2), (1, 0), (16, 15)])
 
 
 @pytest.mark.parametrize("k", [160, 576])

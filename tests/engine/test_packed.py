@@ -18,7 +18,6 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from engine.kernels.packed import PACKED_TYPES, cat, pack, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
-from tests.engine.test_quant import assert_kernel_row_invariant
 
 TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 
@@ -70,16 +69,39 @@ def test_kernel_reads_the_layout_like_engine_quant(sm, qt):
     assert torch.equal(got, dequantize(data, qt, 20 * k).reshape(20, k))
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q4_1], ids=lambda t: t.name)
-def test_matmul_is_right_and_row_invariant(sm, qt):
-    k = 512
-    data = blocks(qt, 40, k, 5).to(DEV)
-    p = pack(data, qt, k)
-    x = torch.randn(19, k, generator=torch.Generator().manual_seed(6)).to(DEV)
+def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> None:
+    """Row 7 of `out` = linear(x) again, among other random rows, in calls of other sizes and places."""
+    gen = torch.Generator().manual_seed(5)
+    for m, at in placements:
+        rows = torch.randn(m, x.shape[1], generator=gen).to(x.device)
+        rows[at] = x[7]
+        assert torch.equal(linear(rows)[at], out[7]), (m, at)
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows", [16, 40], ids=["decode-tile", "prompt-tile"])
+def test_matmul_is_right_and_row_invariant(sm, qt, rows):
+    """Up to 16 rows: the CUDA-core decode kernel (any row count, any place); more: the tensor-core
+    kernel (under the interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
+    k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 576
+    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(6)).to(DEV)
     y = sm.linear(x, p)
     ref = x.double() @ unpack(p).double().T
     assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6
-    assert_kernel_row_invariant(lambda rows: sm.linear(rows, p), x, y)
+    if rows <= sm.DECODE_ROWS:
+        row_7_everywhere(lambda r: sm.linear(r, p), x, y, [(16, 7), (9, 2), (1, 0), (16, 15)])
+    else:
+        row_7_everywhere(lambda r: sm.linear(r, p), x, y, [(17, 7), (40, 23)] + ([(128, 100)] if DEV == "cuda" else []))
+
+
+def test_decode_kernel_computes_only_the_real_rows(sm):
+    p = pack(blocks(QT.Q4_K, 40, 512, 8).to(DEV), QT.Q4_K, 512)
+    x = torch.randn(16, 512, generator=torch.Generator().manual_seed(9)).to(DEV)
+    full, s = sm.matmul_parts(x, p)
+    part, s2 = sm.matmul_parts(x, p, torch.tensor([5], device=DEV))
+    assert s == s2 and torch.equal(part[:, :5], full[:, :5])
+    assert not part[:, 5:].any()
 
 
 def test_plan_depends_on_the_weight_only(sm):

@@ -59,7 +59,7 @@ def check(qt, n, k) -> list[str]:
     if not torch.equal(ref, dequantize(data, qt, n * k).reshape(n, k)):
         fails.append(f"{qt.name} {n}x{k}: unpack differs from engine.quant")
     x = torch.randn(16, k, device="cuda").to(torch.bfloat16)
-    y = sm.linear(x, p)
+    y = sm.linear(x, p)                     # 16 rows: the decode kernel
     yr = x.double() @ ref.double().T
     err = ((y.double() - yr).norm() / yr.norm()).item()
     if not err < 1e-2:
@@ -68,9 +68,15 @@ def check(qt, n, k) -> list[str]:
         ys = sm.linear(x[m:m + 1].contiguous(), p)
         if not torch.equal(ys[0], y[m]):
             fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
+    xp = torch.randn(128, k, device="cuda").to(torch.bfloat16)      # a prompt tile: the tensor-core kernel
+    yp = sm.linear(xp, p)
+    ypr = xp.double() @ ref.double().T
+    errp = ((yp.double() - ypr).norm() / ypr.norm()).item()
+    if not errp < 1e-2:
+        fails.append(f"{qt.name} {n}x{k}: prompt tile bf16 rel err {errp:.2e}")
     yf = sm.linear(x.float(), p)
     errf = ((yf.double() - yr).norm() / yr.norm()).item()
-    print(f"check {qt.name:5} {n:6}x{k:<6} bf16 rel err {err:.1e}  f32 {errf:.1e}  row-invariant "
+    print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e}  f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
 
@@ -80,40 +86,45 @@ def time_call(fn) -> float:
 
 
 def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
+    """Decode rows (1, 4, 16: the CUDA-core kernel) and a 128-row prompt tile (the tensor-core kernel)."""
     data = weights(qt, n, k)
     p = pack(data, qt, k)
     dense = unpack(p).to(torch.bfloat16)
     out = []
-    for m in rows:
+    for m in (*rows, 128):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-        bn, s, cps = sm.plan(n, k, p.kind)
-        part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
+        nreal = torch.full((1,), m, dtype=torch.int32, device="cuda")
+        if m <= sm.DECODE_ROWS:
+            bn, s, cps = sm.gemv_plan(n, k)
+            part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
+            fn = lambda: sm.launch_gemv(x, nreal, p, part, bn, s, cps)  # noqa: E731
+        else:
+            bn, s, cps = sm.plan(n, k, p.kind)
+            part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
+            fn = lambda: sm.launch(x, p, part, bn, s, cps)  # noqa: E731
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
         row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
-               "plan": [bn, s, cps]}
-        row["us"] = time_call(lambda: sm.launch(x, p, part, bn, s, cps))
+               "plan": [bn, s, cps], "us": time_call(fn)}
         if qt in old.KERNEL_TYPES:
             row["old_us"] = time_call(lambda: old.matmul_parts(x, [(data, qt)]))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
-        for cfg in (configs or []) if m in (1, 16) else []:
-            cbn, target, warps, stages = cfg
-            tiles = triton.cdiv(n, cbn)
+        for cbn, target, warps in (configs or []) if m in (1, 16) else []:
             chunks = triton.cdiv(k, sm.CHUNK)
-            cs = max(1, min(chunks, round(target / tiles)))
+            cs = max(1, min(chunks, round(target / triton.cdiv(n, cbn))))
             ccps = triton.cdiv(chunks, cs)
             cs = triton.cdiv(chunks, ccps)
             cpart = torch.empty((cs, m, n), dtype=torch.float32, device="cuda")
             try:
-                row[f"cfg {cbn}/{target}/{warps}/{stages}"] = time_call(
-                    lambda: sm.launch(x, p, cpart, cbn, cs, ccps, warps, stages))
+                row[f"cfg {cbn}/{target}/{warps}"] = time_call(
+                    lambda: sm.launch_gemv(x, nreal, p, cpart, cbn, cs, ccps, warps))
             except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal
-                row[f"cfg {cbn}/{target}/{warps}/{stages}"] = f"error {type(e).__name__}"
+                row[f"cfg {cbn}/{target}/{warps}"] = f"error {type(e).__name__}"
         row["GB/s"] = moved / row["us"] / 1e3
         row["%bw"] = 100 * row["GB/s"] / bw
         out.append(row)
         extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
                           for key, v in row.items() if key.startswith("cfg "))
-        print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:2}  {row['us']:7.1f} us  "
+        print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:3}  {row['us']:7.1f} us  "
               f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  old {row.get('old_us', float('nan')):7.1f}  "
               f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
     return out
@@ -133,15 +144,15 @@ def main() -> int:
                 fails += check(qt, n, k)
     configs = None
     if args.sweep:
-        configs = [(bn, t, w, 3) for bn in (32, 64, 128) for t in (264, 528, 1056) for w in (4, 8)]
-        configs += [(64, 528, 4, 2), (64, 528, 4, 4), (32, 528, 4, 4)]
+        configs = [(bn, t, w) for bn in (16, 32, 64) for t in (528, 1056) for w in (4, 8)]
+        configs += [(32, 264, 4), (32, 528, 2), (16, 2112, 4)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m"), (QT.Q4_K, "qwen3-30b-a3b")]
     for qt, model in plan:
         for matrix, n, k in SHAPES[model]:
             if k % GGML_QUANT_SIZES[qt][0]:
                 continue
-            sweep = configs if (args.sweep and matrix in ("up", "down", "qkv", "gate|up")) else None
+            sweep = configs if (args.sweep and matrix in ("up", "down", "qkv", "gate|up", "head")) else None
             rows += bench(qt, (model, matrix), n, k, bw, configs=sweep)
     if args.json:
         with open(args.json, "w") as f:
