@@ -1,5 +1,7 @@
 """The engine against an independent implementation of the same GGUF: HF transformers (test-only),
-which dequantizes the file to float32 and runs its own llama / gemma3 code."""
+which dequantizes the file to float32 and runs its own llama / gemma3 code. Here: prompts scored
+through prompt-row tiles. The decode path (generated tokens, drafts off and on, every architecture,
+the MTP layer) is checked against the same reference in test_reference_decode.py."""
 from __future__ import annotations
 
 import pytest
@@ -11,21 +13,8 @@ from engine.messages import EngineConfig
 pytestmark = pytest.mark.slow
 
 PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Water boils at a temperature of"]
-LOGIT_ATOL = 2e-3        # float32 both sides; measured max |diff| 4e-5 (SmolLM2) on logits up to ~30
-GREEDY_TOKENS = 12
-
-
-def hf_model(path):
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                             torch_dtype=torch.float32).eval()
-
-
-def hf_greedy(model, ids: list[int], n: int) -> list[int]:
-    with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, num_beams=1,
-                             attention_mask=torch.ones(1, len(ids), dtype=torch.long), pad_token_id=0)
-    return out[0, len(ids):].tolist()
+# float32 both sides; measured max |diff| over PROMPTS: SmolLM2 4.6e-5 (logits up to ~30), Gemma 3 4.7e-5
+LOGIT_ATOL = 1.5e-4
 
 
 def our_greedy(m, ids: list[int], n: int) -> list[int]:
@@ -38,10 +27,10 @@ def our_greedy(m, ids: list[int], n: int) -> list[int]:
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
-def pair(request, smol_path, gemma_file):
+def pair(request, smol_path, gemma_file, hf_reference):
     path = smol_path if request.param == "smollm2" else gemma_file
     ours = load_model(EngineConfig(model=str(path), ctx=256))
-    yield request.param, ours, hf_model(path)
+    yield request.param, ours, hf_reference(path)
     ours.pipeline.close()
 
 
@@ -53,15 +42,9 @@ def test_logits_match_transformers(pair):
         with torch.no_grad():
             theirs = hf(torch.tensor([ids])).logits[0].float()
         diff = (mine - theirs).abs().max().item()
+        print(f"MEASURED {name} {prompt!r} {diff:.2e}")
         assert diff < LOGIT_ATOL, f"{name} {prompt!r}: max |logit diff| {diff:.2e}"
         assert torch.equal(mine.argmax(-1), theirs.argmax(-1))
-
-
-def test_greedy_continuations_agree(pair):
-    name, ours, hf = pair
-    for prompt in PROMPTS:
-        ids = ours.tokenizer.encode(prompt)
-        assert our_greedy(ours, ids, GREEDY_TOKENS) == hf_greedy(hf, ids, GREEDY_TOKENS), f"{name} {prompt!r}"
 
 
 def test_smollm2_says_paris(smol_path):
