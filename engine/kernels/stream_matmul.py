@@ -229,6 +229,10 @@ WARPS = int(os.environ.get("STRATA_SMM_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_SMM_STAGES", "3"))
 BN_FORCE = int(os.environ.get("STRATA_SMM_BN", "0"))
 DECODE_ROWS = 16                                                       # tiles up to this size: decode kernel
+# decode tiles: "mma" (tensor cores, the same kernel as prompt tiles) or "gemv" (CUDA cores, real rows
+# only: 1.6-2x faster for one row, 2-4x slower for 4-16; measured in tests/gpu/bench_matmul.py). One
+# choice for the whole run: every decode row is then computed by the same kernel.
+DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "mma")
 GEMV_BN = int(os.environ.get("STRATA_GEMV_BN", "32"))
 GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
 GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
@@ -254,11 +258,12 @@ def _check_x(x: torch.Tensor, k: int) -> None:
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """Partial sums of x @ W.T: (part [S, M, N] float32, S); rows sum as part[0] + ... + part[S-1].
 
-    Tiles of up to 16 rows (decode and verify rows) run the CUDA-core kernel over the first `n_real`
-    rows (an int32 device scalar; default all), others (prompt tiles) the tensor-core kernel. A row
-    kind always comes in tiles of one size, so each row is always computed by the same kernel."""
+    With STRATA_DECODE_KERNEL=gemv, tiles of up to 16 rows (decode and verify rows) run the CUDA-core
+    kernel over the first `n_real` rows (an int32 device scalar; default all), others (prompt tiles)
+    the tensor-core kernel: a row kind always comes in tiles of one size, so each row is always
+    computed by the same kernel. By default every tile runs the tensor-core kernel."""
     _check_x(x, w.k)
-    if x.shape[0] <= DECODE_ROWS:
+    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "gemv":
         bn, s, cps = gemv_plan(w.n, w.k)
         part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
         if x.shape[0]:

@@ -79,10 +79,11 @@ def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> 
 
 
 @pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("rows", [16, 40], ids=["decode-tile", "prompt-tile"])
-def test_matmul_is_right_and_row_invariant(sm, qt, rows):
-    """Up to 16 rows: the CUDA-core decode kernel (any row count, any place); more: the tensor-core
-    kernel (under the interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
+@pytest.mark.parametrize("rows,kernel", [(16, "gemv"), (40, "mma")], ids=["decode-tile-gemv", "tensor-cores"])
+def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel):
+    """The CUDA-core decode kernel (up to 16 rows: any row count, any place) and the tensor-core kernel
+    (under the interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
+    monkeypatch.setattr(sm, "DECODE_KERNEL", kernel)
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
     x = torch.randn(rows, k, generator=torch.Generator().manual_seed(6)).to(DEV)
@@ -95,13 +96,26 @@ def test_matmul_is_right_and_row_invariant(sm, qt, rows):
         row_7_everywhere(lambda r: sm.linear(r, p), x, y, [(17, 7), (40, 23)] + ([(128, 100)] if DEV == "cuda" else []))
 
 
-def test_decode_kernel_computes_only_the_real_rows(sm):
+def test_decode_kernel_computes_only_the_real_rows(sm, monkeypatch):
+    monkeypatch.setattr(sm, "DECODE_KERNEL", "gemv")
     p = pack(blocks(QT.Q4_K, 40, 512, 8).to(DEV), QT.Q4_K, 512)
     x = torch.randn(16, 512, generator=torch.Generator().manual_seed(9)).to(DEV)
     full, s = sm.matmul_parts(x, p)
     part, s2 = sm.matmul_parts(x, p, torch.tensor([5], device=DEV))
     assert s == s2 and torch.equal(part[:, :5], full[:, :5])
     assert not part[:, 5:].any()
+
+
+def test_decode_kernel_bf16_rows(sm, monkeypatch):
+    """The decode kernel's bfloat16 branch (it needs no tl.dot, so the interpreter runs it right)."""
+    monkeypatch.setattr(sm, "DECODE_KERNEL", "gemv")
+    p = pack(blocks(QT.Q4_K, 24, 768, 10).to(DEV), QT.Q4_K, 768)
+    x = torch.randn(5, 768, generator=torch.Generator().manual_seed(11)).to(DEV).to(torch.bfloat16)
+    y = sm.linear(x, p)
+    assert y.dtype == torch.bfloat16
+    ref = x.double() @ unpack(p).double().T
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 8e-3      # one bf16 rounding of the output
+    assert torch.equal(sm.linear(x[3:4].contiguous(), p)[0], y[3])
 
 
 def test_plan_depends_on_the_weight_only(sm):

@@ -34,6 +34,8 @@ SHAPES = {   # (name, N, K)
                       ("expert down", 2048, 768)],
 }
 ROWS = (1, 4, 16)
+SWEPT = {("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("smollm2-135m", "gate|up"),
+         ("smollm2-135m", "head")}
 
 
 def copy_bandwidth() -> float:
@@ -79,6 +81,19 @@ def check(qt, n, k) -> list[str]:
     print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e}  f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
+
+
+def check_gguf_kernel(qt, n, k) -> list[str]:
+    """The GGUF-layout kernel (types without a packed layout) in bfloat16: its tl.dot branch runs only here."""
+    from engine.quant import dequantize
+
+    data = weights(qt, n, k, seed=2)
+    x = torch.randn(16, k, device="cuda").to(torch.bfloat16)
+    y = old.quant_linear(x, data, qt)
+    ref = x.double() @ dequantize(data, qt, n * k).reshape(n, k).double().T
+    err = ((y.double() - ref).norm() / ref.norm()).item()
+    print(f"check {qt.name:5} {n:6}x{k:<6} GGUF-layout kernel bf16 rel err {err:.1e}")
+    return [] if err < 1e-2 else [f"{qt.name} {n}x{k}: GGUF-layout kernel bf16 rel err {err:.2e}"]
 
 
 def time_call(fn) -> float:
@@ -142,6 +157,8 @@ def main() -> int:
         for n, k in ((1024, 4096), (576, 1536), (960, 576)):
             if k % GGML_QUANT_SIZES[qt][0] == 0:
                 fails += check(qt, n, k)
+    for qt in (QT.Q6_K, QT.Q5_0, QT.Q5_K):
+        fails += check_gguf_kernel(qt, 1024, 4096)
     configs = None
     if args.sweep:
         configs = [(bn, t, w) for bn in (16, 32, 64) for t in (528, 1056) for w in (4, 8)]
@@ -152,7 +169,7 @@ def main() -> int:
         for matrix, n, k in SHAPES[model]:
             if k % GGML_QUANT_SIZES[qt][0]:
                 continue
-            sweep = configs if (args.sweep and matrix in ("up", "down", "qkv", "gate|up", "head")) else None
+            sweep = configs if (args.sweep and (model, matrix) in SWEPT) else None
             rows += bench(qt, (model, matrix), n, k, bw, configs=sweep)
     if args.json:
         with open(args.json, "w") as f:
