@@ -121,10 +121,14 @@ class Pipeline:
             return
         stage, stream = self.stages[k], self.streams[k]
         t0 = time.monotonic()
+        marks = None
         try:
             with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 if event is not None:
                     stream.wait_event(event)
+                if stream is not None:      # GPU busy time: events around this window's work on the stream
+                    marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                    marks[0].record(stream)
                 if x is None:
                     x = stage.embed(rows.tokens)
                 else:
@@ -146,9 +150,16 @@ class Pipeline:
             if not fut.done():
                 fut.set_exception(e)
         finally:
+            if marks is not None:
+                marks[1].record(stream)
             if stream is not None:
                 stream.synchronize()
-            self.busy[k].add(t0, time.monotonic())
+            t1 = time.monotonic()
+            if marks is not None and marks[1].query():
+                # the stage's GPU time, placed at the end of the host span (what the monitor shows)
+                self.busy[k].add(max(t0, t1 - marks[0].elapsed_time(marks[1]) / 1e3), t1)
+            else:
+                self.busy[k].add(t0, t1)
 
     def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int]) -> torch.Tensor:
         """Logits of the given (real) rows, computed per whole tile (row-invariant), on the CPU."""
