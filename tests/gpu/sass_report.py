@@ -1,0 +1,69 @@
+"""Compile the streaming matmul kernels for sm_90 on any machine (no GPU needed: triton's bundled
+ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
+before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
+
+    python3 tests/gpu/sass_report.py [mma|gemv] [KIND] [BN] [WARPS]
+
+KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
+- mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
+  254, none. The spilling one was still the fastest measured (gate|up 112.9 us vs 161 and 132), so
+  spills are not the limit: the loop is integer work (IMAD 471, PRMT 256, LOP3 234 against 32 HMMA
+  and 128 FFMA): a 64-bit address per element of the 3-D code and scale tiles, and byte shuffles.
+- gemv BN 32: 168 registers, no stack; its 16 unrolled rows hold 5312 SHFL and 4304 FADD against
+  1056 FFMA: the layout puts K across lanes, so every row's sum is a shuffle tree (its time grows
+  with the rows: 39.7 / 83 / 256 us at 1 / 4 / 16 rows for the 4096x14336 Q4_K down matrix).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import subprocess
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from engine.kernels import stream_matmul as sm
+
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+COMMON = {"codes": "*u8", "scales": "*fp16", "sub": "*u8", "part_ptr": "*fp32", "N": "i32", "K": "i32",
+          "stride_xm": "i32", "stride_ps": "i32", "stride_pm": "i32", "CPS": "i32"}
+
+
+def compile_kernel(which: str, kind: int, bn: int, warps: int):
+    if which == "mma":
+        sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "col0": "i32", "KIND": "constexpr", "BN": "constexpr",
+               "IEEE": "constexpr"}
+        fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False}
+    else:
+        sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
+               "BN": "constexpr", "EVEN_K": "constexpr"}
+        fn, const = sm._gemv_kernel, {"KIND": kind, "BN": bn, "EVEN_K": True}
+    order = list(fn.arg_names)
+    sig = {name: sig[name] for name in order}
+    src = ASTSource(fn=fn, signature=sig, constexprs=const)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": sm.STAGES})
+
+
+def main() -> int:
+    which = sys.argv[1] if len(sys.argv) > 1 else "mma"
+    kind = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    bn = int(sys.argv[3]) if len(sys.argv) > 3 else (64 if which == "mma" else sm.GEMV_BN)
+    warps = int(sys.argv[4]) if len(sys.argv) > 4 else (sm.WARPS if which == "mma" else sm.GEMV_WARPS)
+    k = compile_kernel(which, kind, bn, warps)
+    path = f"/tmp/strata-{which}-{kind}-{bn}-{warps}.cubin"
+    with open(path, "wb") as f:
+        f.write(k.asm["cubin"])
+    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", path], capture_output=True,
+                           text=True).stdout
+    sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
+    ops = collections.Counter(m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]+\*/\s+([A-Z0-9_.]+)", sass))
+    print(f"{which} KIND {kind} BN {bn} warps {warps}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
+    print("  ".join(f"{op} {n}" for op, n in ops.most_common(16)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
