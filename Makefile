@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test faults bench lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,6 +22,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider tests
+
+# Plants known engine faults one at a time in a throw-away copy and checks the tests fail (~3-4 min)
+faults: $(STAMP)
+	$(PY) tests/faults/plant.py
 
 clean:
 	rm -rf $(VENV) build dist

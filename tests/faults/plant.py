@@ -1,0 +1,214 @@
+"""Faults the suite must catch, kept as a mutation check (issue 10, item 4).
+
+Each fault in FAULTS is one exact text substitution in one engine file. The script copies the
+project's tracked files (as they are in the work tree) into a throw-away folder, runs every selected
+test there on the unmodified copy (all must pass, or a failure under a fault would mean nothing), then
+plants each fault alone and runs that fault's tests: CAUGHT when they fail, MISSED when they all pass.
+Faults in the bfloat16 tl.dot branches of the Triton matmuls are planted (so their pattern is checked)
+but not run: the interpreter's bf16 tl.dot is wrong; tests/gpu/bench_matmul.py checks them on a GPU.
+
+    make faults          # or: .venv/bin/python tests/faults/plant.py [--keep] [NAME ...]
+
+Exit status 1 when a fault is MISSED, the unmodified copy fails, or a pattern is not found exactly
+once (the code moved: update the table). The tests run with the calling interpreter (the project's
+.venv) and the copy first on sys.path; every run also checks that engine and app come from the copy.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+__test__ = False                     # not a test module (pytest does not collect plant.py anyway)
+
+ROOT = Path(__file__).resolve().parents[2]
+RD = "tests/engine/test_reference_decode.py::"
+DA = "tests/engine/test_drafts_attention.py::"
+EX = "tests/engine/test_exactness.py::"
+PK = "tests/engine/test_packed.py::"
+GK = "tests/engine/test_gpu_kernels.py::"
+INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
+
+
+@dataclass
+class Fault:
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: list[str]                 # pytest node ids (or files); [] = GPU only, planted but not run
+
+
+FAULTS = [
+    # 1. the CPU one-row decode attention (every generated token on CPU) with its scale tripled
+    Fault("decode-attn-scale-x3", "engine/layers.py",
+          "qg = (q.float() * scale).view(k.shape[0], H // k.shape[0], hd)",
+          "qg = (q.float() * scale * 3).view(k.shape[0], H // k.shape[0], hd)",
+          [RD + "test_decode_path_is_transformers_greedy[smollm2]",
+           RD + "test_decode_path_is_transformers_greedy[qwen3]",
+           RD + "test_decode_path_logits_match_transformers[qwen3]",
+           DA + "test_the_induction_model_repeats_through_attention"]),
+    # 2. the KV rows of accepted proposals zeroed when the window is committed
+    Fault("zero-kv-accepted-drafts", "engine/scheduler.py",
+          "            s.n_cached = sr.first_pos + v.n_valid_rows\n",
+          "            s.n_cached = sr.first_pos + v.n_valid_rows\n"
+          "            for st in self.pipeline.stages:                      # PLANTED FAULT\n"
+          "                for kv in st.k + st.v:\n"
+          "                    kv[sr.slot, sr.first_pos + sr.n_base:s.n_cached] = 0\n",
+          [INDUCTION]),
+    # 3. noise on the hidden states of tiles holding rows of more than one slot (batched prompt rows)
+    Fault("noise-batched-hidden", "engine/pipeline.py",
+          "outs = [stage.forward(x[a:a + size], tile) for a, size, tile in rows.tiles()]",
+          "outs = [stage.forward(x[a:a + size], tile) + (1e-3 * torch.randn_like(x[a:a + size])  # PLANTED FAULT\n"
+          "                            if len(set(tile.slot[:tile.n_real].tolist())) > 1 else 0)\n"
+          "                            for a, size, tile in rows.tiles()]",
+          [EX + "test_synthetic_layouts_identical"]),
+    # 4. Triton matmuls: the decode kernel drops a row's partial sum (4-bit kinds; its bf16 rows use the
+    #    same float32 code); the tensor-core kernels drop the sum of the previous chunks / K steps
+    Fault("gemv-row-partial-dropped", "engine/kernels/stream_matmul.py",
+          "                p = tl.sum(t, axis=1)\n"
+          "                acc = tl.where(rows[:, None] == r, acc + p[None, :], acc)",
+          "                p = tl.sum(t, axis=1)\n                acc = tl.where(rows[:, None] == r, acc, acc)",
+          [PK + "test_matmul_is_right_and_row_invariant", PK + "test_decode_kernel_bf16_rows"]),
+    Fault("stream-mm-acc-dropped-f32", "engine/kernels/stream_matmul.py",
+          'acc = tl.dot(x_lo, wl, acc, input_precision="ieee")',
+          'acc = tl.dot(x_lo, wl, input_precision="ieee")',
+          [PK + "test_kernel_reads_the_layout_like_engine_quant", PK + "test_matmul_is_right_and_row_invariant"]),
+    Fault("stream-mm-acc-dropped-bf16", "engine/kernels/stream_matmul.py",
+          "acc = tl.dot(x_lo, wl, acc)\n", "acc = tl.dot(x_lo, wl)\n", []),
+    Fault("quant-mm-acc-dropped-f32", "engine/kernels/quant_matmul.py",
+          'acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")',
+          'acc = tl.dot(x, tl.trans(w), input_precision="ieee")',
+          [GK + "test_matmul_parts_side_by_side", GK + "test_quant_linear_k_tails"]),
+    Fault("quant-mm-acc-dropped-bf16", "engine/kernels/quant_matmul.py",
+          "acc = tl.dot(x, tl.trans(w), acc)\n", "acc = tl.dot(x, tl.trans(w))\n", []),
+    # 5. proposal rows one position too far (their RoPE angle, and so their KV row, shifted by one)
+    Fault("proposal-rows-pos+1", "engine/scheduler.py",
+          "poss += range(s.n_cached, s.n_cached + sr.n_rows)",
+          "poss += [p + (p >= s.n_cached + sr.n_base) for p in range(s.n_cached, s.n_cached + sr.n_rows)]",
+          [RD + "test_decode_path_is_transformers_greedy[smollm2]",
+           RD + "test_decode_path_logits_match_transformers[smollm2]", INDUCTION]),
+]
+
+# Written into the copy and run with every selection: the modules under test are the copy's.
+WHERE_TEST = '''from pathlib import Path
+import app, engine
+def test_modules_come_from_the_copy():
+    root = Path(__file__).resolve().parents[1]
+    for m in (app, engine):
+        assert Path(m.__file__).resolve().is_relative_to(root), m.__file__
+'''
+WHERE = "tests/test_planted_copy_is_imported.py"
+
+
+def copy_project(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    (dest / WHERE).write_text(WHERE_TEST)
+
+
+def pytest(copy: Path, tests: list[str], log: Path) -> tuple[int, dict[str, str], float]:
+    """Run the tests in the copy: (exit code, {node id: PASSED/FAILED/ERROR/SKIPPED}, seconds)."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    if not torch.cuda.is_available():   # before anything imports triton (transformers may, ahead of the
+        env.setdefault("TRITON_INTERPRET", "1")     # kernel tests' own fixtures in a mixed selection)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rpfEs", "--timeout=300", WHERE, *tests]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log.write_text(r.stdout)
+    found = re.finditer(r"^(PASSED|FAILED|ERROR|SKIPPED) (\S+)", r.stdout, re.M)
+    outcomes = {m.group(2): m.group(1) for m in found}
+    return r.returncode, outcomes, time.monotonic() - t0
+
+
+def plant(copy: Path, f: Fault) -> str:
+    """Apply the fault to the copy; returns the file's original text (to restore)."""
+    path = copy / f.file
+    text = path.read_text()
+    n = text.count(f.old)
+    if n != 1:
+        sys.exit(f"fault {f.name}: pattern found {n} times in {f.file} (expected once): update FAULTS\n{f.old}")
+    path.write_text(text.replace(f.old, f.new))
+    return text
+
+
+def short(node: str) -> str:
+    return node.split("/")[-1].replace(".py::", "::")
+
+
+def tally(sel: str, outcomes: dict[str, str]) -> str:
+    """'failed/run' of the tests a selection (a node id, a parametrized function or a file) holds."""
+    mine = [o for n, o in outcomes.items() if n == sel or n.startswith((sel + "[", sel + "::"))]
+    return f"{sum(o in ('FAILED', 'ERROR') for o in mine)}/{len(mine)} failed"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("names", nargs="*", help="faults to plant (default: all)")
+    ap.add_argument("--keep", action="store_true", help="keep the copy and the pytest logs")
+    args = ap.parse_args()
+    faults = [f for f in FAULTS if not args.names or f.name in args.names]
+    if not faults:
+        sys.exit(f"no such fault; known: {', '.join(f.name for f in FAULTS)}")
+    start = time.monotonic()
+    copy = Path(tempfile.mkdtemp(prefix="strata-faults-"))
+    try:
+        copy_project(copy)
+        for f in faults:                       # every pattern exists once before anything runs
+            (copy / f.file).write_text(plant(copy, f))
+        union = list(dict.fromkeys(t for f in faults for t in f.tests))
+        rc, outcomes, secs = pytest(copy, union, copy / "baseline.log")
+        bad = [short(n) + " " + o for n, o in outcomes.items() if o != "PASSED"]
+        print(f"unmodified copy: {len(outcomes)} tests, {'PASS' if rc == 0 and not bad else 'FAIL'} ({secs:.0f} s)")
+        if rc != 0 or bad:
+            print((copy / "baseline.log").read_text()[-4000:])
+            print("the unmodified copy must pass every selected test first (none skipped):", *bad, sep="\n  ")
+            return 1
+        rows = []                              # (fault, result, seconds, [(selection, tally)])
+        for f in faults:
+            original = plant(copy, f)
+            try:
+                if not f.tests:
+                    rows.append((f.name, "GPU only", "", [("tests/gpu/bench_matmul.py", "(not run here)")]))
+                    continue
+                rc, outcomes, secs = pytest(copy, f.tests, copy / f"{f.name}.log")
+                if rc not in (0, 1) or outcomes.get(WHERE + "::test_modules_come_from_the_copy") != "PASSED":
+                    print((copy / f"{f.name}.log").read_text()[-3000:])    # 2-5: interrupted, usage or
+                    sys.exit(f"fault {f.name}: pytest exited {rc}: no verdict")  # collection error
+                verdict = "CAUGHT" if any(o in ("FAILED", "ERROR") for o in outcomes.values()) else "MISSED"
+                rows.append((f.name, verdict, f"{secs:.0f}", [(short(s), tally(s, outcomes)) for s in f.tests]))
+                print(f"  {f.name}: {verdict} ({secs:.0f} s)", flush=True)
+            finally:
+                (copy / f.file).write_text(original)
+        w = [max(len(r[i]) for r in rows + [("fault", "result", "s", [])]) for i in range(3)]
+        print("\n" + "  ".join(h.ljust(n) for h, n in zip(("fault", "result", "s"), w)) + "  tests run")
+        for name, verdict, secs, sels in rows:
+            lead = "  ".join(c.ljust(n) for c, n in zip((name, verdict, secs), w))
+            for i, (sel, count) in enumerate(sels or [("", "")]):
+                print((lead if i == 0 else " " * len(lead)) + f"  {sel}  {count}".rstrip())
+        missed = [r[0] for r in rows if r[1] == "MISSED"]
+        print(f"\n{len(rows) - len(missed)}/{len(rows)} faults caught or GPU-only; "
+              f"missed: {', '.join(missed) or 'none'}; {time.monotonic() - start:.0f} s")
+        return 1 if missed else 0
+    finally:
+        if args.keep:
+            print(f"kept: {copy}")
+        else:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
