@@ -6,6 +6,10 @@ import tempfile
 
 # Before anything imports Qt or creates a QApplication.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Without an NVIDIA GPU the Triton kernels run under the interpreter; the variable must be set before
+# anything (transformers, a kernel module) imports triton, whatever order the tests run in.
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 # Keep every test away from the user's real settings and chats.
 os.environ.setdefault("STRATA_STUDIO_HOME", tempfile.mkdtemp(prefix="strata-test-home-"))
 

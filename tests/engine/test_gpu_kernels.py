@@ -157,6 +157,17 @@ def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic,
                              [(16, 7), (9, 2), (1, 0), (16, 15)] if anywhere else [(16, 7), (9, 7)])
 
 
+def test_quant_matmul_programs_that_walk_several_k_steps(kernels, synthetic, monkeypatch):
+    """No K split: each program walks all of K in UNROLL-block steps, carrying its sums."""
+    qm = kernels["quant_matmul"]
+    monkeypatch.setattr(qm, "TARGET_PROGRAMS", 1)
+    cfg, lw, _ = _weights(synthetic, "llama", "Q4_K", DEV)
+    x = torch.randn(5, cfg.n_embd, generator=torch.Generator().manual_seed(12)).to(DEV)
+    part, s = qm.matmul_parts(x, [(lw.wq.data, lw.wq.qtype)])
+    assert s == 1
+    assert rel_err(part[0], x.double() @ lw.wq.dequantize().double().T) < 1e-5
+
+
 @pytest.mark.parametrize("k", [160, 576])
 def test_quant_linear_k_tails(kernels, k):
     """K not a multiple of the kernel's K step (UNROLL blocks of 32): the tail blocks add nothing."""

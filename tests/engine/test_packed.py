@@ -118,6 +118,21 @@ def test_decode_kernel_bf16_rows(sm, monkeypatch):
     assert torch.equal(sm.linear(x[3:4].contiguous(), p)[0], y[3])
 
 
+@pytest.mark.parametrize("kernel", ["gemv", "mma"])
+def test_programs_that_walk_several_chunks(sm, monkeypatch, kernel):
+    """One program per weight tile (no K split): each walks every chunk of K, carrying its sums."""
+    monkeypatch.setattr(sm, "DECODE_KERNEL", kernel)
+    monkeypatch.setattr(sm, "TARGET_PROGRAMS", 1)
+    monkeypatch.setattr(sm, "GEMV_TARGET", 1)
+    for qt, k in ((QT.Q4_K, 1024), (QT.Q8_0, 800)):
+        p = pack(blocks(qt, 24, k, 12).to(DEV), qt, k)
+        x = torch.randn(3, k, generator=torch.Generator().manual_seed(13)).to(DEV)
+        part, s = sm.matmul_parts(x, p)
+        assert s == 1
+        ref = x.double() @ unpack(p).double().T
+        assert ((part[0].double() - ref).norm() / ref.norm()).item() < 1e-6
+
+
 def test_plan_depends_on_the_weight_only(sm):
     assert sm.plan(14336, 4096, 4) == sm.plan(14336, 4096, 4)
     bn, s, cps = sm.plan(4096, 14336, 4)
