@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine import quant_kquants as kq
+from engine import quant_iquants as iq, quant_kquants as kq
 from engine.errors import EngineError
 from engine.quant_kquants import bit_planes, f16_field
 
@@ -81,6 +81,7 @@ DECODERS: dict[QT, Callable[[torch.Tensor], torch.Tensor]] = {
     QT.Q4_0: decode_q4_0, QT.Q4_1: decode_q4_1, QT.Q5_0: decode_q5_0, QT.Q5_1: decode_q5_1,
     QT.Q8_0: decode_q8_0, QT.Q2_K: kq.decode_q2_k, QT.Q3_K: kq.decode_q3_k,
     QT.Q4_K: kq.decode_q4_k, QT.Q5_K: kq.decode_q5_k, QT.Q6_K: kq.decode_q6_k,
+    **{QT[name]: decode for name, decode in iq.DECODERS.items()},
 }
 
 

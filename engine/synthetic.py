@@ -22,9 +22,11 @@ from gguf.quants import dequantize
 from engine.errors import ConfigError
 from engine.gguf_file import read_gguf
 from engine.model_files import default_model_path
+from engine.synthetic_iq import FALLBACK as _IQ_FALLBACK, FILE_TYPE as _IQ_FILE_TYPE, FILL as _IQ_FILL, MIX
+from engine.synthetic_iq import mapped_qtype, parse_qtype_map
 from engine.synthetic_shapes import ARCHS, SHAPES, Shape, TensorSpec, arch_metadata, check, layout
 
-__all__ = ["ARCHS", "QTYPES", "SHAPES", "Shape", "make_model", "tensor_qtype", "tokenizer_metadata"]
+__all__ = ["ARCHS", "MIX", "QTYPES", "SHAPES", "Shape", "make_model", "tensor_qtype", "tokenizer_metadata"]
 
 WEIGHT_STD = 0.02
 UNIFORM_HALF_WIDTH = WEIGHT_STD * 3 ** 0.5  # float weights: uniform in +-this has std WEIGHT_STD
@@ -35,11 +37,11 @@ Progress = Callable[[int, int], None]  # (bytes written, total bytes)
 _FILE_TYPE = {
     Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
     Q.Q4_0: LlamaFileType.MOSTLY_Q4_0, Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
-    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K,
+    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K, **_IQ_FILE_TYPE,
 }
 QTYPES = tuple(q.name for q in _FILE_TYPE)
 # llama-quantize's substitutes for rows that are not a multiple of a K-quant's 256-element block.
-_FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0}
+_FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
 
 
 # ---- random quant blocks, filled in place: `b` is (n_blocks, type_size) uint8 of random bytes ----
@@ -94,7 +96,7 @@ def _fill_q6_k(b, rng, d):
 
 
 _FILL = {Q.Q8_0: _fill_q8_0, Q.Q4_0: _fill_q4_0, Q.Q4_1: _fill_q4_1, Q.Q5_0: _fill_q5_0,
-         Q.Q4_K: _fill_q4_k, Q.Q6_K: _fill_q6_k}
+         Q.Q4_K: _fill_q4_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
 
 
 def _random_blocks(qtype: Q, n_blocks: int, rng: np.random.Generator, d: float) -> np.ndarray:
@@ -116,8 +118,8 @@ def _unit_std(qtype: Q) -> float:
 # ---- tensors ----
 
 def tensor_qtype(spec: TensorSpec, qtype: Q) -> Q:
-    """The type a tensor is stored in: norms and the MoE router stay F32; a K-quant whose rows are
-    not a multiple of 256 falls back as llama-quantize does (Q4_K -> Q5_0, Q6_K -> Q8_0)."""
+    """The type a tensor is stored in: norms and the MoE router stay F32; a K- or i-quant whose rows
+    are not a multiple of 256 falls back as llama-quantize does (Q4_K -> Q5_0, Q6_K -> Q8_0, IQ* -> IQ4_NL)."""
     if spec.role != "weight":
         return Q.F32
     if spec.shape[0] % GGML_QUANT_SIZES[qtype][0]:
@@ -243,16 +245,20 @@ def _write_tensors(w: GGUFWriter, plan: list[tuple[TensorSpec, Q]], seed: int, p
 
 
 def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int = 0, qtype: str = "Q8_0",
-               seed: int = 0, progress: Progress | None = None, mtp_own_head: bool = False) -> Path:
+               seed: int = 0, progress: Progress | None = None, mtp_own_head: bool = False,
+               qtype_map: str | dict[str, str] | None = None) -> Path:
     """Write a random-weight GGUF model of `arch` and `shape` to `out` and return its path.
 
     shape: a SHAPES key or a Shape. mtp adds that many nextn (MTP) blocks after the trunk;
     mtp_own_head gives each its own embed_tokens / shared_head_head. progress(done, total) is
     called with bytes after each chunk. The same arguments give the same bytes, whatever WORKERS.
+    qtype_map: 'PATTERN=TYPE,...' (or a dict): tensors whose name matches a glob get that type instead
+    of qtype (a mixed file, e.g. MIX); short rows still fall back.
     """
     shape_name, s, q = _resolve(arch, shape, qtype)
     check(arch, s, mtp)
-    plan = [(spec, tensor_qtype(spec, q)) for spec in layout(arch, s, mtp, mtp_own_head)]
+    rules = parse_qtype_map(qtype_map, QTYPES)
+    plan = [(spec, tensor_qtype(spec, mapped_qtype(spec.name, rules, q))) for spec in layout(arch, s, mtp, mtp_own_head)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")  # renamed into place only when complete

@@ -69,9 +69,9 @@ def _unsupported_quant(src, path):
     for name, t in gf.tensors.items():
         data = gf.raw(name)
         rows = t.n_elements // t.shape[0]
-        if name == "blk.0.attn_q.weight":   # declared as IQ4_NL (18 bytes per 32 values): valid GGUF, not ours
-            w.add_tensor(name, np.zeros((rows, t.shape[0] // 32 * 18), dtype=np.uint8),
-                         raw_dtype=GGMLQuantizationType.IQ4_NL)
+        if name == "blk.0.attn_q.weight":   # declared as MXFP4 (17 bytes per 32 values): valid GGUF, not ours
+            w.add_tensor(name, np.zeros((rows, t.shape[0] // 32 * 17), dtype=np.uint8),
+                         raw_dtype=GGMLQuantizationType.MXFP4)
         else:
             w.add_tensor(name, np.array(data).reshape(rows, -1).view(np.float32 if t.qtype == 0 else np.uint8),
                          raw_dtype=t.qtype)
@@ -89,7 +89,7 @@ def test_bad_model_files_give_one_clear_line(case, tmp_path, synthetic):
     src = synthetic("llama")
     path = tmp_path / f"{case}.gguf"
     expect = {"missing": "file not found", "not_gguf": "not a GGUF file", "truncated": "truncated",
-              "unknown_arch": "unknown architecture 'mamba'", "unsupported_quant": "IQ4_NL is not supported"}[case]
+              "unknown_arch": "unknown architecture 'mamba'", "unsupported_quant": "MXFP4 is not supported"}[case]
     if case == "not_gguf":
         path.write_bytes(b"PK\x03\x04 this is a zip file, not a model" * 10)
     elif case == "truncated":

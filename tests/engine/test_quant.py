@@ -104,12 +104,12 @@ def test_dequantize_random_kquant_blocks(qtype):
 
 def test_unsupported_type_names_the_supported_ones():
     with pytest.raises(UnsupportedQuantError) as err:
-        dequantize(torch.zeros(66, dtype=torch.uint8), QT.IQ2_XXS, 256)
+        dequantize(torch.zeros(66, dtype=torch.uint8), QT.TQ2_0, 256)
     assert isinstance(err.value, EngineError)
-    assert "quant type IQ2_XXS is not supported" in str(err.value)
-    assert "Q4_K" in str(err.value) and "Q8_0" in str(err.value)
+    assert "quant type TQ2_0 is not supported" in str(err.value)
+    assert "Q4_K" in str(err.value) and "Q8_0" in str(err.value) and "IQ3_S" in str(err.value)
     with pytest.raises(UnsupportedQuantError):
-        QuantTensor(torch.zeros(66, dtype=torch.uint8), QT.IQ2_XXS, (256,))
+        QuantTensor(torch.zeros(66, dtype=torch.uint8), QT.TQ2_0, (256,))
 
 
 # ---- QuantTensor on CPU --------------------------------------------------------------------
