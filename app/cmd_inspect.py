@@ -1,4 +1,5 @@
-"""`strata inspect FILE.gguf`: architecture, layers, quant types, tokenizer, MTP layers, bytes per layer."""
+"""`strata inspect FILE.gguf`: architecture, layers, quant types (the mix and bits per weight), tokenizer,
+MTP layers, bytes per layer; a tensor type the engine cannot decode is named in one line."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,8 @@ from collections import Counter
 from engine.config import model_config
 from engine.gguf_file import read_gguf
 from engine.model_files import resolve_model
-from engine.model_info import layer_bytes
+from engine.messages import format_quant_mix
+from engine.model_info import layer_bytes, quant_mix, unsupported_tensor
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,6 +22,7 @@ def describe(path) -> dict:
     gf = read_gguf(resolve_model(str(path)))
     cfg = model_config(gf)
     per_layer = layer_bytes(gf, cfg.n_layers + cfg.n_mtp)
+    weights, bits = quant_mix(gf)
     return {
         "file": str(gf.path), "size_bytes": gf.path.stat().st_size, "gguf_version": gf.version,
         "name": cfg.name, "architecture": cfg.arch, "layers": cfg.n_layers, "mtp_layers": cfg.n_mtp,
@@ -29,6 +32,7 @@ def describe(path) -> dict:
         "tokenizer": gf.get("tokenizer.ggml.model", ""), "tokenizer_pre": gf.get("tokenizer.ggml.pre", ""),
         "chat_template": "tokenizer.chat_template" in gf.metadata,
         "quant_types": dict(Counter(t.qtype.name for t in gf.tensors.values()).most_common()),
+        "quant_weights": weights, "bits_per_weight": round(bits, 4), "unsupported": unsupported_tensor(gf),
         "tensors": len(gf.tensors), "layer_bytes": per_layer,
     }
 
@@ -51,5 +55,8 @@ def run(args: argparse.Namespace) -> int:
           f"{'yes' if d['chat_template'] else 'no (plain fallback)'}")
     print(f"  MTP layers     {d['mtp_layers'] or 'none'}")
     print("  quant types    " + ", ".join(f"{k} x{v}" for k, v in d["quant_types"].items()))
+    print("  type mix       " + format_quant_mix(d["quant_weights"], d["bits_per_weight"]))
+    if d["unsupported"]:
+        print(f"  unsupported    {d['unsupported']}: generate and serve refuse this file")
     print("  bytes/layer    " + " ".join(f"{i}:{b / mib:.2f}M" for i, b in enumerate(d["layer_bytes"])))
     return 0

@@ -76,6 +76,25 @@ class ModelInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
     mtp_layers: int = 0
     has_chat_template: bool = False
     tokenizer: str = ""
+    quant_weights: dict[str, int] = {}     # type name -> weight values stored in it, most first
+    bits_per_weight: float = 0.0           # tensor bytes * 8 / values, over every tensor
+    unsupported: str = ""                  # one line naming a tensor whose type the engine cannot decode
+
+    def quant_mix(self) -> str:
+        """e.g. 'IQ3_S 78% · Q6_K 17% · Q4_K 5.1% · F32 0.027%, 3.62 bits/weight' ('' if unknown)."""
+        return format_quant_mix(self.quant_weights, self.bits_per_weight) if self.quant_weights else ""
+
+
+def format_quant_mix(weights: dict[str, int], bits_per_weight: float) -> str:
+    """Share of the weight values in each tensor type (most first) and the bits per weight."""
+    total = sum(weights.values()) or 1
+
+    def share(n: int) -> str:
+        p = 100 * n / total
+        return f"{p:.0f}%" if p >= 9.95 else f"{p:.1f}%" if p >= 0.995 else f"{p:.2g}%" if p >= 0.01 else "<0.01%"
+
+    parts = [f"{name} {share(n)}" for name, n in sorted(weights.items(), key=lambda kv: -kv[1])]
+    return " · ".join(parts) + f", {bits_per_weight:.2f} bits/weight"
 
 
 # ---------------------------------------------------------------- requests

@@ -14,16 +14,45 @@ def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None)
     matrices (the dense copy CPU stages keep; 1-D norms stay float32)."""
     out = [0] * n_blocks
     for t in gf.tensors.values():
-        if t.name.startswith("blk."):
-            i = int(t.name.split(".")[1])
+        index = t.name.split(".")[1] if t.name.startswith("blk.") else ""
+        if index.isascii() and index.isdigit():      # "blk.7.attn_q.weight"; another name is no block's
+            i = int(index)
             if i < n_blocks:
                 dense = bytes_per_value is not None and len(t.shape) > 1
                 out[i] += t.n_elements * bytes_per_value if dense else t.nbytes
     return out
 
 
+# The tensor types engine.quant decodes (its DECODERS), named here without importing torch: the GUI's
+# model picker reads headers through this module. tests/engine/test_quant_iq.py holds the two equal.
+DECODABLE = frozenset({
+    "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+    "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M",
+})
+
+
+def quant_mix(gf: GGUFFile) -> tuple[dict[str, int], float]:
+    """(weight values per tensor type, most first; bits per weight = tensor bytes * 8 / values)."""
+    values: Counter = Counter()
+    for t in gf.tensors.values():
+        values[t.qtype.name] += t.n_elements
+    total = sum(values.values())
+    bits = 8 * sum(t.nbytes for t in gf.tensors.values()) / total if total else 0.0
+    return dict(values.most_common()), bits
+
+
+def unsupported_tensor(gf: GGUFFile) -> str:
+    """'' or one line naming the first tensor whose type this engine cannot decode, and the type."""
+    bad = [t for t in gf.tensors.values() if t.qtype.name not in DECODABLE]
+    if not bad:
+        return ""
+    more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+    return f"tensor {bad[0].name!r} is {bad[0].qtype.name}, a type this engine cannot decode{more}"
+
+
 def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
     cfg = cfg or model_config(gf)
+    weights, bits = quant_mix(gf)
     return ModelInfo(
         path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
         n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
@@ -31,7 +60,8 @@ def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
         quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
         file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
         mtp_layers=cfg.n_mtp, has_chat_template=bool(gf.get("tokenizer.chat_template")),
-        tokenizer=str(gf.get("tokenizer.ggml.model", "")))
+        tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
+        unsupported=unsupported_tensor(gf))
 
 
 def probe_model(model: str) -> ModelInfo:

@@ -133,7 +133,10 @@ class ModelPicker(QGroupBox):
             self.values["source"].setText(f"could not read this file: {result}")
 
     def _render(self, info: ModelInfo, source: str) -> None:
-        quant = ", ".join(f"{k} ×{n}" for k, n in sorted(info.quant_types.items(), key=lambda kv: -kv[1]))
+        quant = info.quant_mix() or ", ".join(f"{k} ×{n}" for k, n in sorted(info.quant_types.items(),
+                                                                             key=lambda kv: -kv[1]))
+        if info.unsupported:
+            quant += f"\n⚠ cannot load: {info.unsupported}"
         text = {
             "name": info.name, "arch": info.arch, "layers": str(info.n_layers),
             "width": f"{info.n_embd} · {info.n_heads} heads / {info.n_kv_heads} KV heads",
