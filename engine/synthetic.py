@@ -258,7 +258,8 @@ def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int =
     shape_name, s, q = _resolve(arch, shape, qtype)
     check(arch, s, mtp)
     rules = parse_qtype_map(qtype_map, QTYPES)
-    plan = [(spec, tensor_qtype(spec, mapped_qtype(spec.name, rules, q))) for spec in layout(arch, s, mtp, mtp_own_head)]
+    plan = [(spec, tensor_qtype(spec, mapped_qtype(spec.name, rules, q)))
+            for spec in layout(arch, s, mtp, mtp_own_head)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")  # renamed into place only when complete

@@ -24,7 +24,7 @@ from engine import quant
 from engine.errors import ConfigError
 from engine.gguf_file import read_gguf
 from engine.model_info import DECODABLE, model_info
-from engine.quant import DECODERS, QuantTensor, dequantize, numpy_as_torch
+from engine.quant import DECODERS, QuantTensor, dequantize
 from engine.synthetic import QTYPES, SHAPES, _random_blocks, make_model
 from engine.synthetic_iq import IQ_TYPES, MIX
 
@@ -174,7 +174,8 @@ def strata(*args) -> subprocess.CompletedProcess:
 
 def test_make_model_refuses_iq_for_quantized_real_weights(tmp_path):
     """--weights counting / induction quantize real values through gguf, which writes no i-quant."""
-    r = strata("make-model", "--arch", "llama", "--weights", "counting", "--qtype", "IQ4_XS", "--out", tmp_path / "c.gguf")
+    r = strata("make-model", "--arch", "llama", "--weights", "counting", "--qtype", "IQ4_XS",
+               "--out", tmp_path / "c.gguf")
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 1 and len(lines) == 1 and "cannot write IQ4_XS" in lines[0], r.stderr
 
