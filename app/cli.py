@@ -17,6 +17,7 @@ COMMANDS = {
     "bench": ("app.cmd_bench", "measure tok/s for 1..N concurrent streams"),
     "batch-test": ("app.cmd_batch_test", "check that batched slots give the same tokens and logits as alone"),
     "serve": ("app.server_main", "OpenAI-compatible HTTP server (headless)"),
+    "selftest": ("app.cmd_selftest", "start the engine worker, answer one chat message, print the figures (headless)"),
     "engine": ("app.worker_main", "the engine worker process (started by the app and the server)"),
     "app": ("app.gui_main", "the desktop app (default with no subcommand)"),
 }
@@ -24,6 +25,8 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--selftest"]:                 # `strata --selftest`: the installer's end-to-end check
+        argv[0] = "selftest"
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["app", *argv]
     parser = argparse.ArgumentParser(prog="strata", description="Strata Studio")
