@@ -157,7 +157,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     pipeline = Pipeline(stages, TILE_SIZES["cuda" if any(d.startswith("cuda") for d in devices) else "cpu"])
-    progress(0.96, "capturing CUDA graphs")
+    if any(s.use_graph for s in stages):
+        progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls
         for n in sorted({pipeline.tiles.prompt, pipeline.tiles.decode}):
             s.capture(n)
