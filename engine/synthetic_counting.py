@@ -47,13 +47,20 @@ def make_counting_model(out: str | os.PathLike, arch: str = "llama", shape: str 
     specs = layout(arch, s, mtp)
     vocab = next(sp.shape[1] for sp in specs if sp.name == "token_embd.weight")
     emb = rng.standard_normal((vocab, s.d_model)).astype(np.float32)
+    return write_designed_model(out, arch, f"{shape_name}-counting", s, mtp, q, seed, specs,
+                                lambda sp: _weights(sp.name, sp.shape, sp.role, emb, rng))
+
+
+def write_designed_model(out, arch: str, name: str, s, mtp: int, q, seed: int, specs, weights) -> Path:
+    """A GGUF of hand-designed float weights: `weights(spec)` gives each tensor (numpy, in the spec's
+    shape); norms, routers and vectors are stored as F32, matrices quantized to q."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     w = GGUFWriter(out, arch)
-    _add_metadata(w, arch, f"{shape_name}-counting", s, mtp, q, seed)
+    _add_metadata(w, arch, name, s, mtp, q, seed)
     for sp in specs:
-        data = _weights(sp.name, sp.shape, sp.role, emb, rng)
-        if sp.role in ("norm", "router") or data.ndim == 1:
+        data = weights(sp)
+        if sp.role in ("norm", "router") or data.ndim == 1 or q.name == "F32":
             w.add_tensor(sp.name, data.astype(np.float32))
         else:
             w.add_tensor(sp.name, quantize(data, q), raw_dtype=q)

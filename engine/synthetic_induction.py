@@ -23,11 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFWriter
-from gguf.quants import quantize
 
 from engine.errors import ConfigError
-from engine.synthetic import _add_metadata, _resolve
+from engine.synthetic import _resolve
+from engine.synthetic_counting import write_designed_model
 from engine.synthetic_shapes import SHAPES, check, layout
 
 ARCHS = ("llama", "qwen3", "qwen3moe")
@@ -149,18 +148,5 @@ def make_induction_model(out: str | os.PathLike, arch: str = "llama", shape: str
     b = _Builder(arch, s, seed)
     specs = layout(arch, s, mtp)
     codes = b.codes(next(sp.shape[1] for sp in specs if sp.name == "token_embd.weight"))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    w = GGUFWriter(out, arch)
-    _add_metadata(w, arch, f"{shape}-induction", s, mtp, q, seed)
-    for sp in specs:
-        data = b.tensor(sp.name, tuple(reversed(sp.shape)), sp.role, codes)
-        if sp.role in ("norm", "router") or data.ndim == 1 or q.name == "F32":
-            w.add_tensor(sp.name, data.astype(np.float32))
-        else:
-            w.add_tensor(sp.name, quantize(data, q), raw_dtype=q)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return out
+    return write_designed_model(out, arch, f"{shape}-induction", s, mtp, q, seed, specs,
+                                lambda sp: b.tensor(sp.name, tuple(reversed(sp.shape)), sp.role, codes))
