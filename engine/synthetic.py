@@ -23,7 +23,7 @@ from engine.errors import ConfigError
 from engine.gguf_file import read_gguf
 from engine.model_files import default_model_path
 from engine.synthetic_iq import FALLBACK as _IQ_FALLBACK, FILE_TYPE as _IQ_FILE_TYPE, FILL as _IQ_FILL, MIX
-from engine.synthetic_iq import mapped_qtype, parse_qtype_map
+from engine.synthetic_iq import _f16, _scales, mapped_qtype, parse_qtype_map
 from engine.synthetic_shapes import ARCHS, SHAPES, Shape, TensorSpec, arch_metadata, check, layout
 
 __all__ = ["ARCHS", "MIX", "QTYPES", "SHAPES", "Shape", "make_model", "tensor_qtype", "tokenizer_metadata"]
@@ -45,17 +45,6 @@ _FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
 
 
 # ---- random quant blocks, filled in place: `b` is (n_blocks, type_size) uint8 of random bytes ----
-
-def _f16(x: np.ndarray) -> np.ndarray:
-    """float values -> their f16 bytes as an (n, 2) uint8 array."""
-    return x.astype(np.float16).view(np.uint8).reshape(-1, 2)
-
-
-def _scales(rng: np.random.Generator, n: int, d: float, signed: bool = False) -> np.ndarray:
-    """Per-block scales around d (x0.5..x1.5); with signed, half of them negative (zero-mean blocks)."""
-    s = d * rng.uniform(0.5, 1.5, n).astype(np.float32)
-    return np.where(rng.random(n) < 0.5, -s, s) if signed else s
-
 
 def _fill_q8_0(b, rng, d):
     q = b.view(np.int8)

@@ -24,10 +24,12 @@ MIX = "output.weight=Q6_K,*.attn_v.weight=Q4_K,*.ffn_down.weight=Q4_K"
 
 
 def _f16(x: np.ndarray) -> np.ndarray:
+    """float values -> their f16 bytes as an (n, 2) uint8 array (engine.synthetic uses it too)."""
     return x.astype(np.float16).view(np.uint8).reshape(-1, 2)
 
 
 def _scales(rng: np.random.Generator, n: int, d: float, signed: bool = False) -> np.ndarray:
+    """Per-block scales around d (x0.5..x1.5); with signed, half of them negative (zero-mean blocks)."""
     s = d * rng.uniform(0.5, 1.5, n).astype(np.float32)
     return np.where(rng.random(n) < 0.5, -s, s) if signed else s
 
