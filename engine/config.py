@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 
@@ -67,42 +69,79 @@ def _need(gf: GGUFFile, key: str):
     return gf.metadata[key]
 
 
+MAX_DIM = 1 << 24          # any one size (width, heads, vocabulary) beyond this is corrupt
+MAX_LAYERS = 1 << 16
+
+
+def _shown(value) -> str:
+    r = repr(value.tolist() if hasattr(value, "tolist") else value)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _int(gf: GGUFFile, key: str, value, lo: int = 0, hi: int = MAX_DIM) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelFileError(gf.path, f"metadata {key!r} should be an integer, not {_shown(value)}")
+    if not lo <= value <= hi:
+        raise ModelFileError(gf.path, f"metadata {key!r} is {value:,}, outside {lo:,}..{hi:,}")
+    return value
+
+
+def _float(gf: GGUFFile, key: str, value, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise ModelFileError(gf.path, f"metadata {key!r} should be a number from {lo:g} to {hi:g}, not {_shown(value)}")
+    return float(value)
+
+
 def model_config(gf: GGUFFile) -> ModelConfig:
+    """The model's shape from its metadata; a missing, mistyped or out-of-range value is a ModelFileError."""
     arch = gf.get("general.architecture")
-    if arch not in SUPPORTED_ARCHS:
-        raise ModelFileError(gf.path, f"unknown architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})")
+    if not isinstance(arch, str) or arch not in SUPPORTED_ARCHS:
+        raise ModelFileError(gf.path, f"unknown architecture {_shown(arch)} (supported: {', '.join(SUPPORTED_ARCHS)})")
 
     def k(name, default=None):
         v = gf.get(f"{arch}.{name}", default)
         return _need(gf, f"{arch}.{name}") if v is None else v
 
-    n_embd, n_heads = int(k("embedding_length")), int(k("attention.head_count"))
+    def kint(name, default=None, lo=0, hi=MAX_DIM):
+        return _int(gf, f"{arch}.{name}", k(name, default), lo, hi)
+
+    def kfloat(name, default, lo, hi):
+        return _float(gf, f"{arch}.{name}", k(name, default), lo, hi)
+
+    n_embd, n_heads = kint("embedding_length", lo=1), kint("attention.head_count", lo=1)
     n_kv = k("attention.head_count_kv", n_heads)
-    n_kv = int(n_kv[0] if hasattr(n_kv, "__len__") else n_kv)
-    head_dim = int(k("attention.key_length", n_embd // n_heads))
-    n_mtp = int(k("nextn_predict_layers", 0))
-    n_blocks = int(k("block_count"))
-    tokens = gf.get("tokenizer.ggml.tokens")
-    vocab = int(gf.get(f"{arch}.vocab_size", len(tokens) if tokens is not None else 0))
-    if "token_embd.weight" in gf.tensors:
-        vocab = gf.tensors["token_embd.weight"].shape[1]
+    if isinstance(n_kv, np.ndarray) and n_kv.ndim == 1 and len(n_kv) and n_kv.dtype.kind in "iu":
+        n_kv = n_kv[0].item()             # per-layer KV head counts: the engine uses the first for all layers
+    n_kv = _int(gf, f"{arch}.attention.head_count_kv", n_kv, lo=1)
+    head_dim = kint("attention.key_length", max(1, n_embd // n_heads), lo=1)
+    n_mtp = kint("nextn_predict_layers", 0)
+    n_blocks = kint("block_count", lo=1, hi=MAX_LAYERS)
+    embd = gf.tensors.get("token_embd.weight")
+    if embd is not None:                  # the vocabulary is the embedding's row count
+        if len(embd.shape) != 2:
+            raise ModelFileError(gf.path, f"tensor 'token_embd.weight' has shape {list(embd.shape)}, expected 2 dimensions")
+        vocab = embd.shape[1]
+    else:
+        tokens = gf.get("tokenizer.ggml.tokens")
+        vocab = _int(gf, f"{arch}.vocab_size", gf.get(f"{arch}.vocab_size", len(tokens) if isinstance(tokens, list) else 0))
+    name = gf.get("general.name", gf.path.stem)
     cfg = ModelConfig(
-        arch=arch, name=str(gf.get("general.name", gf.path.stem)), n_layers=n_blocks - n_mtp, n_mtp=n_mtp,
-        n_embd=n_embd, n_ff=int(k("feed_forward_length", 0)), n_heads=n_heads, n_kv_heads=n_kv,
-        head_dim=head_dim, rope_dim=int(k("rope.dimension_count", head_dim)),
-        rope_base=float(k("rope.freq_base", 10_000.0)), rope_neox=arch != "llama",
-        norm_eps=float(k("attention.layer_norm_rms_epsilon", 1e-6)), vocab_size=vocab,
-        context_length=int(k("context_length", 4096)), tied_embeddings="output.weight" not in gf.tensors,
+        arch=arch, name=name if isinstance(name, str) else gf.path.stem, n_layers=n_blocks - n_mtp, n_mtp=n_mtp,
+        n_embd=n_embd, n_ff=kint("feed_forward_length", 0), n_heads=n_heads, n_kv_heads=n_kv,
+        head_dim=head_dim, rope_dim=kint("rope.dimension_count", head_dim, lo=2),
+        rope_base=kfloat("rope.freq_base", 10_000.0, 1e-3, 1e12), rope_neox=arch != "llama",
+        norm_eps=kfloat("attention.layer_norm_rms_epsilon", 1e-6, 0.0, 1.0), vocab_size=vocab,
+        context_length=kint("context_length", 4096, lo=16, hi=1 << 30), tied_embeddings="output.weight" not in gf.tensors,
         qk_norm=arch in ("qwen3", "qwen3moe", "gemma3"),
     )
     cfg.attn_scale = 1.0 / math.sqrt(head_dim)
     if arch == "qwen3moe":
-        cfg.n_expert, cfg.n_expert_used = int(k("expert_count")), int(k("expert_used_count"))
-        cfg.expert_ff = int(k("expert_feed_forward_length", 0)) or cfg.n_ff
+        cfg.n_expert, cfg.n_expert_used = kint("expert_count", lo=1, hi=1 << 16), kint("expert_used_count", lo=1, hi=1 << 16)
+        cfg.expert_ff = kint("expert_feed_forward_length", 0) or cfg.n_ff
     if arch == "gemma3":
         cfg.embed_scale = math.sqrt(n_embd)
         cfg.gelu = cfg.post_norms = True
-        cfg.sliding_window = int(k("attention.sliding_window", 0))
+        cfg.sliding_window = kint("attention.sliding_window", 0, hi=1 << 30)
         cfg.swa_layers = [(i + 1) % GEMMA3_SWA_PATTERN != 0 for i in range(n_blocks)]
         cfg.rope_base_local = GEMMA3_LOCAL_ROPE_BASE
     _check(gf, cfg)
@@ -112,6 +151,59 @@ def model_config(gf: GGUFFile) -> ModelConfig:
 def _check(gf: GGUFFile, cfg: ModelConfig) -> None:
     if cfg.n_layers <= 0 or cfg.n_heads <= 0 or cfg.n_kv_heads <= 0 or cfg.n_heads % cfg.n_kv_heads:
         raise ModelFileError(gf.path, f"implausible shape: {cfg.n_layers} layers, {cfg.n_heads}/{cfg.n_kv_heads} heads")
-    for name in ("token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight"):
+    if cfg.rope_dim > cfg.head_dim or cfg.rope_dim % 2 or cfg.head_dim % 2:
+        raise ModelFileError(gf.path, f"implausible shape: rope dimension {cfg.rope_dim}, head dimension {cfg.head_dim} "
+                                      "(both even, rope at most the head)")
+    if cfg.vocab_size < 1 or (cfg.expert_ff if cfg.is_moe else cfg.n_ff) < 1:
+        raise ModelFileError(gf.path, f"implausible shape: vocabulary {cfg.vocab_size}, feed-forward "
+                                      f"{cfg.expert_ff if cfg.is_moe else cfg.n_ff}")
+    if cfg.is_moe and cfg.n_expert_used > cfg.n_expert:
+        raise ModelFileError(gf.path, f"implausible shape: {cfg.n_expert_used} of {cfg.n_expert} experts used")
+    last = f"blk.{cfg.n_layers + cfg.n_mtp - 1}.attn_q.weight"     # bounds the layer count by the file
+    for name in ("token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight", last):
         if name not in gf.tensors:
             raise ModelFileError(gf.path, f"missing tensor {name!r}")
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """Tensor name -> (GGUF shape, innermost first; required) for every tensor the engine reads."""
+    d, q, kv = cfg.n_embd, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    out = {"token_embd.weight": ((d, cfg.vocab_size), True), "output_norm.weight": ((d,), True),
+           "output.weight": ((d, cfg.vocab_size), False)}
+    for b in range(cfg.n_layers + min(cfg.n_mtp, 1)):
+        p = f"blk.{b}."
+        out.update({
+            p + "attn_norm.weight": ((d,), True), p + "attn_q.weight": ((d, q), True),
+            p + "attn_k.weight": ((d, kv), True), p + "attn_v.weight": ((d, kv), True),
+            p + "attn_output.weight": ((q, d), True), p + "ffn_norm.weight": ((d,), True),
+            p + "attn_q_norm.weight": ((cfg.head_dim,), False), p + "attn_k_norm.weight": ((cfg.head_dim,), False),
+            p + "post_attention_norm.weight": ((d,), False), p + "post_ffw_norm.weight": ((d,), False),
+        })
+        if cfg.is_moe:
+            e, f = cfg.n_expert, cfg.expert_ff
+            out.update({p + "ffn_gate_inp.weight": ((d, e), True), p + "ffn_gate_exps.weight": ((d, f, e), True),
+                        p + "ffn_up_exps.weight": ((d, f, e), True), p + "ffn_down_exps.weight": ((f, d, e), True)})
+        else:
+            out.update({p + "ffn_gate.weight": ((d, cfg.n_ff), True), p + "ffn_up.weight": ((d, cfg.n_ff), True),
+                        p + "ffn_down.weight": ((cfg.n_ff, d), True)})
+        if b >= cfg.n_layers:
+            p += "nextn."
+            out.update({p + "eh_proj.weight": ((2 * d, d), True), p + "enorm.weight": ((d,), True),
+                        p + "hnorm.weight": ((d,), True), p + "shared_head_norm.weight": ((d,), True),
+                        p + "shared_head_head.weight": ((d, cfg.vocab_size), False),
+                        p + "embed_tokens.weight": ((d, cfg.vocab_size), False)})
+    return out
+
+
+def check_tensor_shapes(gf: GGUFFile, cfg: ModelConfig) -> None:
+    """Every tensor the engine will read is present and has the shape the metadata implies (else one
+    ModelFileError naming the first that does not), before any memory is set aside for the model."""
+    for name, (shape, required) in expected_shapes(cfg).items():
+        t = gf.tensors.get(name)
+        if t is None:
+            if required:
+                raise ModelFileError(gf.path, f"missing tensor {name!r}")
+            continue
+        if tuple(t.shape) != shape:
+            raise ModelFileError(gf.path, f"tensor {name!r} has shape {list(t.shape)}, but the metadata implies "
+                                          f"{list(shape)}")

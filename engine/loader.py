@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from engine import layout
-from engine.config import ModelConfig, model_config
+from engine.config import ModelConfig, check_tensor_shapes, model_config
 from engine.drafts import DraftPlan, MtpDrafter
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
@@ -113,6 +113,11 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     gf = read_gguf(path)
     cfg = model_config(gf)
     check_quant_types(gf)
+    check_tensor_shapes(gf, cfg)
+    tokens = gf.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, list) and len(tokens) > cfg.vocab_size:
+        raise ModelFileError(gf.path, f"{len(tokens):,} tokens in the vocabulary but token_embd.weight has "
+                                      f"{cfg.vocab_size:,} rows")
     devices = layout.parse_devices(config.devices)
     if any(d != "cpu" for d in devices) and importlib.util.find_spec("triton") is None:
         raise ConfigError("GPU stages run Triton kernels, and triton is not installed: pip install triton "

@@ -59,6 +59,7 @@ GEMMA_ARCHS = {"gemma", "gemma2", "gemma3"}
 
 def load_backend(gf: GGUFFile, cache_dir: Path | None = None) -> Backend:
     """The backend tokenizer for this file: from the cache if built before, else built and cached."""
+    check_metadata(gf)
     path = (cache_dir or default_cache_dir()) / f"{vocabulary_hash(gf)}.json"
     if path.exists():
         try:
@@ -94,18 +95,57 @@ def save_atomically(backend: Backend, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def build_backend(gf: GGUFFile) -> Backend:
-    model = gf.get("tokenizer.ggml.model")
+ID_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding")
+
+
+def check_metadata(gf: GGUFFile) -> None:
+    """The tokenizer keys have the types and ranges the builders rely on (else one ModelFileError)."""
+    def bad(key, why):
+        raise ModelFileError(gf.path, f"tokenizer metadata {key!r} {why}")
+
     tokens = gf.get("tokenizer.ggml.tokens")
-    if not tokens:
+    if tokens is None or isinstance(tokens, list) and not tokens:
         raise ModelFileError(gf.path, "no tokenizer.ggml.tokens in the metadata")
-    if model == "gpt2":
-        backend, vocab = byte_level_backend(gf)
-    elif model == "llama":
-        backend, vocab = sentencepiece_backend(gf)
-    else:
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        bad("tokenizer.ggml.tokens", "should be a list of strings")
+    for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.chat_template"):
+        if gf.get(key) is not None and not isinstance(gf.get(key), str):
+            bad(key, "should be a string")
+    for key in ("tokenizer.ggml.add_space_prefix", "tokenizer.ggml.add_bos_token"):
+        if gf.get(key) is not None and not isinstance(gf.get(key), bool):
+            bad(key, "should be true or false")
+    merges = gf.get("tokenizer.ggml.merges")
+    if merges is not None and (not isinstance(merges, list)
+                               or not all(isinstance(m, str) and " " in m for m in merges)):
+        bad("tokenizer.ggml.merges", "should be a list of 'left right' strings")
+    for key, kind in (("tokenizer.ggml.token_type", "iu"), ("tokenizer.ggml.scores", "iuf")):
+        value = gf.get(key)
+        if value is None:
+            if key == "tokenizer.ggml.scores" and gf.get("tokenizer.ggml.model") == "llama":
+                bad(key, "is missing (a SentencePiece vocabulary needs scores)")
+            continue
+        if not isinstance(value, np.ndarray) or value.ndim != 1 or value.dtype.kind not in kind \
+                or len(value) != len(tokens):
+            bad(key, f"should be {len(tokens):,} numbers, one per token")
+    for name in ID_KEYS:
+        key = f"tokenizer.ggml.{name}_token_id"
+        value = gf.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 0 <= value < len(tokens)):
+            bad(key, f"should be a token id below {len(tokens):,}, not {str(value)[:40]}")
+
+
+def build_backend(gf: GGUFFile) -> Backend:
+    check_metadata(gf)
+    model = gf.get("tokenizer.ggml.model")
+    if model not in ("gpt2", "llama"):
         raise ModelFileError(gf.path, f"tokenizer model {model!r} is not supported (gpt2, llama are)")
-    add_gguf_added_tokens(backend, gf, vocab)
+    try:
+        backend, vocab = byte_level_backend(gf) if model == "gpt2" else sentencepiece_backend(gf)
+        add_gguf_added_tokens(backend, gf, vocab)
+    except Exception as e:  # noqa: BLE001 - the tokenizers library refuses the file's vocabulary or merges
+        why = " ".join(str(e).split())[:300]
+        raise ModelFileError(gf.path, f"the tokenizer cannot be built from this file: {why}") from None
     return backend
 
 
