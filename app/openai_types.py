@@ -8,11 +8,14 @@ the server with a 400 that names them.
 from __future__ import annotations
 
 import random
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.messages import ChatMessage, SamplingParams
+
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 
 class _Req(BaseModel):
@@ -77,7 +80,8 @@ class ChatCompletionRequest(_Sampling):
 
 
 class CompletionRequest(_Sampling):
-    prompt: str | list[str] | list[int] = Field(..., description="a string (or a list of one), or token ids")
+    prompt: NonEmptyStr | list[NonEmptyStr] | list[int] = Field(
+        ..., description="a string (or a list of one), or token ids")
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = Field(None, ge=1, le=1)
@@ -228,6 +232,10 @@ class Slots(_Resp):
 
 # ---------------------------------------------------------------- requests -> engine
 
+MAX_STOP = 16                 # stop strings per request
+MAX_STOP_CHARS = 1000         # characters in one stop string
+
+
 class Unsupported(ValueError):
     """A field that validated but cannot be honoured; the server answers 400 naming `param`."""
 
@@ -236,14 +244,21 @@ class Unsupported(ValueError):
         self.param = param
 
 
-def sampling_params(req: _Sampling, default_max_tokens: int) -> SamplingParams:
-    """The engine's sampling settings for a request (OpenAI defaults: temperature 1, random seed)."""
+def sampling_params(req: _Sampling, ctx: int) -> SamplingParams:
+    """The engine's sampling settings for a request (OpenAI defaults: temperature 1, random seed).
+    `ctx` is the context each slot holds: the default max_tokens, and the most a request may ask for."""
     if req.logprobs:
         raise Unsupported("logprobs", "log probabilities are not supported")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    if len(stop) > 16:
-        raise Unsupported("stop", "at most 16 stop strings")
-    max_tokens = getattr(req, "max_completion_tokens", None) or req.max_tokens or default_max_tokens
+    if len(stop) > MAX_STOP:
+        raise Unsupported("stop", f"at most {MAX_STOP} stop strings")
+    if any(len(x) > MAX_STOP_CHARS for x in stop):
+        raise Unsupported("stop", f"a stop string may have at most {MAX_STOP_CHARS} characters")
+    asked = getattr(req, "max_completion_tokens", None) or req.max_tokens
+    param = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
+    if asked is not None and asked > ctx:
+        raise Unsupported(param, f"{asked:,} is more than the context holds ({ctx:,} tokens, prompt included)")
+    max_tokens = asked or ctx
     seed = random.getrandbits(63) if req.seed is None else req.seed % 2 ** 63
     s = req.strata or StrataOptions()
     return SamplingParams(

@@ -8,7 +8,9 @@ answers 503. A client that goes away (mid-stream or while waiting) has its reque
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import logging
 import socket
 import threading
 import time
@@ -19,11 +21,33 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import openai_types as T
 from app.metrics import HttpStats, add_monitoring_routes
-from app.server_errors import ApiError, ClientGone, from_exception, install_error_handlers
+from app.server_errors import DEFAULT_MAX_BODY, ApiError, ClientGone, from_exception, install_error_handlers
 from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta
 
 DEFAULT_MAX_QUEUE = 64
+DEFAULT_HOST = "127.0.0.1"      # loopback: nothing listens beyond this machine unless asked
 _ERR = {"model": T.ErrorResponse}
+log = logging.getLogger("strata.server")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(host: str, api_key: str | None) -> str:
+    """'' on a loopback address; else one line saying who can reach the server."""
+    if is_loopback(host):
+        return ""
+    where = "every network interface" if host in ("0.0.0.0", "::", "") else host
+    if api_key:
+        return f"listening on {where}: other machines can reach this server (an API key is required)"
+    return (f"listening on {where} without an API key: anyone who can reach this port can use the model "
+            "(set an API key, or serve on 127.0.0.1)")
 
 
 class _Run:
@@ -122,6 +146,18 @@ class _EngineStream(StreamingResponse):
             await self.body_iterator.aclose()
 
 
+def _sse_event(chunk: str) -> dict:
+    """OpenAPI schema of one SSE event of a streamed reply (before OpenAPI 3.2 `schema` describes each
+    event): its `data` is a JSON chunk, an error body if the engine fails mid-stream, or `[DONE]` last."""
+    ref = lambda name: {"$ref": f"#/components/schemas/{name}"}  # noqa: E731
+    return {"type": "object", "required": ["data"], "properties": {
+        "data": {"anyOf": [
+            {"const": "[DONE]"},
+            {"type": "string", "contentMediaType": "application/json",
+             "contentSchema": {"anyOf": [ref(chunk), ref("ErrorResponse")]}}]},
+        "event": {"type": "string"}, "id": {"type": "string"}}}
+
+
 def _data(obj) -> str:
     return f"data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
@@ -163,12 +199,14 @@ async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool):
     yield "data: [DONE]\n\n"
 
 
-def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_QUEUE) -> FastAPI:
-    """The HTTP app over `client` (an EngineClient, loaded or loading). `api_key` guards all but /health."""
+def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_QUEUE,
+               max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The HTTP app over `client` (an EngineClient, loaded or loading). `api_key` guards all but /health;
+    a request body over `max_body` bytes gets 413."""
     app = FastAPI(title="Strata Studio", version="0.1.0", summary="OpenAI-compatible API of the Strata engine")
     http = HttpStats()
     app.state.client, app.state.http, app.state.max_queue, app.state.load_error = client, http, max_queue, None
-    install_error_handlers(app, api_key, http)
+    install_error_handlers(app, api_key, http, max_body)
 
     def ready():
         r = client.ready
@@ -225,13 +263,13 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
 
     @app.post("/v1/chat/completions", response_model=None, tags=["openai"],
               responses={200: {"model": T.ChatCompletion, **stream_doc, "content": {"text/event-stream": {
-                  "schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}}}, 400: _ERR, 503: _ERR})
+                  "schema": _sse_event("ChatCompletionChunk")}}}, 400: _ERR, 503: _ERR})
     async def chat_completions(body: T.ChatCompletionRequest, request: Request):
         return await complete(request, body, chat=True)
 
     @app.post("/v1/completions", response_model=None, tags=["openai"],
               responses={200: {"model": T.Completion, **stream_doc, "content": {"text/event-stream": {
-                  "schema": {"$ref": "#/components/schemas/Completion"}}}}, 400: _ERR, 503: _ERR})
+                  "schema": _sse_event("Completion")}}}, 400: _ERR, 503: _ERR})
     async def completions(body: T.CompletionRequest, request: Request):
         return await complete(request, body, chat=False)
 
@@ -252,13 +290,16 @@ class ServerThread:
     """The HTTP server on a background thread: `start()` returns once it listens, `stop()` joins it.
 
     For the GUI toggle: `ServerThread(client, "127.0.0.1", 8080, api_key).start()` -> url to show.
-    Port 0 takes a free port (see `.port` / `.url` after start).
+    Port 0 takes a free port (see `.port` / `.url` after start). A host that is not loopback is logged
+    as a warning on start (`.exposure` holds the line; the GUI and `strata serve` show it too).
     """
 
-    def __init__(self, client, host: str = "127.0.0.1", port: int = 8080, api_key: str | None = None,
-                 max_queue: int = DEFAULT_MAX_QUEUE, log_level: str = "warning"):
-        self.host, self.port, self.api_key = host, port, api_key
-        self.app = create_app(client, api_key=api_key, max_queue=max_queue)
+    def __init__(self, client, host: str = DEFAULT_HOST, port: int = 8080, api_key: str | None = None,
+                 max_queue: int = DEFAULT_MAX_QUEUE, log_level: str = "warning", max_body: int = DEFAULT_MAX_BODY,
+                 log_exposure: bool = True):
+        self.host, self.port, self.api_key, self.log_exposure = host, port, api_key, log_exposure
+        self.app = create_app(client, api_key=api_key, max_queue=max_queue, max_body=max_body)
+        self.exposure = exposure_warning(host, api_key)      # '' on loopback
         self._log_level = log_level
         self._server = self._thread = None
 
@@ -284,6 +325,8 @@ class ServerThread:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
+        if self.exposure and self.log_exposure:
+            log.warning("strata server: %s", self.exposure)
         config = uvicorn.Config(self.app, log_level=self._log_level, lifespan="off", timeout_graceful_shutdown=2)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},

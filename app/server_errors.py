@@ -90,12 +90,22 @@ def describe_validation(errors: list[dict]) -> tuple[str, str | None]:
     return f"{param}: {', or: '.join(msgs)}", param
 
 
+DEFAULT_MAX_BODY = 8 << 20     # bytes in one request body (a 128k-token prompt is about 0.5 MB of text)
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int):
+        super().__init__(413, f"the request body is larger than {limit:,} bytes (the server's limit)")
+
+
 class Guard:
     """Pure ASGI middleware (streams and disconnects pass straight through): the API-key check for every
-    path but /health, and the per-endpoint response count for /metrics."""
+    path but /health (compared in constant time), the request-body size limit (413: by Content-Length
+    before anything is read, else counted as the body arrives), and the per-endpoint response count
+    for /metrics."""
 
-    def __init__(self, app, api_key: str | None, http):
-        self.app, self.http = app, http
+    def __init__(self, app, api_key: str | None, http, max_body: int = DEFAULT_MAX_BODY):
+        self.app, self.http, self.max_body = app, http, max_body
         self.key = api_key.encode() if api_key else None
 
     def _authorized(self, scope) -> bool:
@@ -104,6 +114,15 @@ class Guard:
                 scheme, _, token = v.partition(b" ")
                 return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)
         return False
+
+    def _declared_length(self, scope) -> int | None:
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    return int(v)
+                except ValueError:
+                    return None
+        return None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -116,20 +135,36 @@ class Guard:
                                   "authentication_error", code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})
             return await resp(scope, receive, send)
+        declared = self._declared_length(scope)
+        if declared is not None and declared > self.max_body:
+            self.http.count(endpoint, 413)
+            e = BodyTooLarge(self.max_body)
+            resp = error_response(413, e.detail, "invalid_request_error", code="request_too_large",
+                                  headers={"Connection": "close"})
+            return await resp(scope, receive, send)
         status = [500]
+        received = [0]
 
         async def send_counted(msg):
             if msg["type"] == "http.response.start":
                 status[0] = msg["status"]
             await send(msg)
 
+        async def receive_limited():
+            msg = await receive()
+            if msg["type"] == "http.request":
+                received[0] += len(msg.get("body", b""))
+                if received[0] > self.max_body:      # a chunked body: FastAPI answers the HTTPException
+                    raise BodyTooLarge(self.max_body)
+            return msg
+
         try:
-            await self.app(scope, receive, send_counted)
+            await self.app(scope, receive_limited, send_counted)
         finally:
             self.http.count(endpoint, status[0])
 
 
-def install_error_handlers(app: FastAPI, api_key: str | None, http) -> None:
+def install_error_handlers(app: FastAPI, api_key: str | None, http, max_body: int = DEFAULT_MAX_BODY) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request, e: ApiError):
         return e.response()
@@ -153,13 +188,14 @@ def install_error_handlers(app: FastAPI, api_key: str | None, http) -> None:
         else:
             message = str(e.detail)
         kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
-        return error_response(e.status_code, message, kind, headers=getattr(e, "headers", None))
+        code = "request_too_large" if e.status_code == 413 else None
+        return error_response(e.status_code, message, kind, code=code, headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)
     async def _internal(request, e: Exception):
         return error_response(500, f"internal error: {type(e).__name__}: {e}", "server_error")
 
-    app.add_middleware(Guard, api_key=api_key, http=http)
+    app.add_middleware(Guard, api_key=api_key, http=http, max_body=max_body)
     _fix_openapi(app, api_key)
 
 
@@ -185,6 +221,8 @@ def _fix_openapi(app: FastAPI, api_key: str | None) -> None:
                 if r.pop("422", None) is not None:
                     r["400"] = {**err_ref, "description": "malformed request or context overflow; the message "
                                                           "names the field"}
+                if op.get("requestBody"):
+                    r["413"] = {**err_ref, "description": "the request body is over the server's size limit"}
                 if api_key and path != "/health":
                     r["401"] = {**err_ref, "description": "missing or wrong API key"}
                 elif api_key:

@@ -9,7 +9,6 @@ with the same settings (up to --max-restarts times); requests in flight get a 50
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import sys
@@ -22,11 +21,12 @@ API_KEY_ENV = "STRATA_API_KEY"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from app.server import DEFAULT_MAX_QUEUE
+    from app.server import DEFAULT_HOST, DEFAULT_MAX_QUEUE
+    from app.server_errors import DEFAULT_MAX_BODY
 
     add_engine_flags(p)
     g = p.add_argument_group("server")
-    g.add_argument("--host", default="127.0.0.1",
+    g.add_argument("--host", default=DEFAULT_HOST,
                    help="address to bind (default loopback only; 0.0.0.0 exposes it to the network)")
     g.add_argument("--port", type=int, default=8080, help="0 = any free port (printed)")
     g.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None,
@@ -34,18 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(better: env {API_KEY_ENV}; a command line is visible to other local users)")
     g.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
                    help="requests that may wait for a slot; beyond that the server answers 503")
+    g.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY / 2**20,
+                   help="largest request body in MiB; a bigger one gets 413")
     g.add_argument("--max-restarts", type=int, default=3, help="engine crashes to recover from before giving up")
     g.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (info logs every request)")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _say(msg: str) -> None:
@@ -73,18 +66,19 @@ def _load(client, config, server) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from app.engine_client import EngineFailure, connect_worker
-    from app.server import ServerThread
+    from app.server import ServerThread, exposure_warning
 
     config = engine_config_from_args(args)
-    if not _is_loopback(args.host) and not args.api_key:
-        _say(f"warning: listening on {args.host} without an API key: anyone who can reach this port can use it")
+    exposure = exposure_warning(args.host, args.api_key)
+    if exposure:
+        _say(f"warning: {exposure}")
     try:
         client = connect_worker()
     except EngineFailure as e:
         print(f"strata serve: error: the engine did not start: {e}", file=sys.stderr)
         return 1
     server = ServerThread(client, args.host, args.port, api_key=args.api_key, max_queue=args.max_queue,
-                          log_level=args.log_level)
+                          log_level=args.log_level, max_body=int(args.max_body_mb * 2**20), log_exposure=False)
     try:
         url = server.start()
     except OSError as e:
