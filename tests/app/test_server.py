@@ -171,7 +171,9 @@ def test_disconnect_mid_stream_frees_the_slot(server, engine):
             seen += line.startswith("data: ")
             if seen >= 5:
                 break
-        wait_until(lambda: sum(s["state"] != "idle" for s in httpx.get(server.url + "/slots").json()["slots"]) == 1)
+        # a deadline against a hang, not a speed bound (a loaded 2-core CI box once took over 5 s here)
+        wait_until(lambda: sum(s["state"] != "idle" for s in httpx.get(server.url + "/slots").json()["slots"]) == 1,
+                   timeout=20.0)
         t_close = time.monotonic()
     wait_until(lambda: len(aborted) == 1, timeout=3.0)       # the engine ended the request: finish_reason abort
     freed = wait_until(lambda: all_idle(server), timeout=3.0)
