@@ -39,13 +39,7 @@ def _parts(x: torch.Tensor, mats: list, stacked=None, n_real=None) -> tuple[torc
     if all(m.packed is None for m in mats):
         return matmul_parts(x, [_w(m) for m in mats])
     # mixed layouts (a GGUF file with, say, Q6_K for v beside Q4_K for q, k): each matrix summed in order
-    sums = []
-    for m in mats:
-        part, s = _parts(x, [m], None, n_real)
-        acc = part[0]
-        for i in range(1, s):
-            acc = acc + part[i]
-        sums.append(acc)
+    sums = [stream_matmul.sum_parts(*_parts(x, [m], None, n_real)) for m in mats]
     return torch.cat(sums, -1)[None], 1
 
 

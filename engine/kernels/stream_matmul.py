@@ -103,7 +103,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
 
 
 @triton.jit
-def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_ps, stride_pm, col0, CPS,
+def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_ps, stride_pm, CPS,
                KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
     """Program (i, j, s): rows i*16.., weight rows j*BN.., chunks [s*CPS, s*CPS + CPS) in order."""
     m = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -116,7 +116,7 @@ def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_p
     for c in range(s * CPS, c_hi):
         acc = _chunk_dot(acc, x_ptr, stride_xm, m.to(tl.int64), m_ok, codes, scales, sub, n, n_ok, c, K,
                          KIND, BN, IEEE)
-    out = part_ptr + s * stride_ps + m.to(tl.int64)[:, None] * stride_pm + (col0 + n)[None, :]
+    out = part_ptr + s * stride_ps + m.to(tl.int64)[:, None] * stride_pm + n[None, :]
     tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
@@ -238,8 +238,8 @@ GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
 GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
 
 
-def plan(n: int, k: int, kind: int) -> tuple[int, int, int]:
-    """(BN, S, chunks per split) for an N x K weight of the given kind; never depends on M."""
+def plan(n: int, k: int) -> tuple[int, int, int]:
+    """(BN, S, chunks per split) of the tensor-core kernel for an N x K weight; never depends on M."""
     bn = BN_FORCE or (64 if n >= 8192 else 32)
     chunks = triton.cdiv(k, CHUNK)
     tiles = triton.cdiv(n, bn)
@@ -271,7 +271,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None)
                 n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
             launch_gemv(x, n_real, w, part, bn, s, cps)
         return part, s
-    bn, s, cps = plan(w.n, w.k, w.kind)
+    bn, s, cps = plan(w.n, w.k)
     part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
     launch(x, w, part, bn, s, cps)
     return part, s
@@ -298,17 +298,21 @@ def launch(x: torch.Tensor, w: Packed, part: torch.Tensor, bn: int, s: int, cps:
            stages: int = STAGES) -> None:
     grid = (triton.cdiv(x.shape[0], 16), triton.cdiv(w.n, bn), s)
     _mm_kernel[grid](x, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, x.shape[0], w.n, w.k,
-                     x.stride(0), part.stride(0), part.stride(1), 0, cps, KIND=w.kind, BN=bn,
+                     x.stride(0), part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn,
                      IEEE=x.dtype == torch.float32, num_warps=warps, num_stages=stages)
+
+
+def sum_parts(part: torch.Tensor, s: int) -> torch.Tensor:
+    """part[0] + part[1] + ... + part[s-1], in that order (float32)."""
+    acc = part[0]
+    for i in range(1, s):
+        acc = acc + part[i]
+    return acc
 
 
 def linear(x: torch.Tensor, w: Packed) -> torch.Tensor:
     """x (M, K) f32/bf16 @ W.T -> (M, N) in x.dtype, the partials added in order."""
-    part, s = matmul_parts(x, w)
-    acc = part[0]
-    for i in range(1, s):
-        acc = acc + part[i]
-    return acc.to(x.dtype)
+    return sum_parts(*matmul_parts(x, w)).to(x.dtype)
 
 
 def unpack_values(w: Packed) -> torch.Tensor:

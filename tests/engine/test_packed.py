@@ -134,6 +134,10 @@ def test_programs_that_walk_several_chunks(sm, monkeypatch, kernel):
 
 
 def test_plan_depends_on_the_weight_only(sm):
-    assert sm.plan(14336, 4096, 4) == sm.plan(14336, 4096, 4)
-    bn, s, cps = sm.plan(4096, 14336, 4)
-    assert s * cps >= 14336 // 256 and (s - 1) * cps < 14336 // 256
+    """Both plans take the weight's N and K alone (no row count), and their splits cover every chunk
+    of K exactly once."""
+    for plan in (sm.plan, sm.gemv_plan):
+        for n, k in ((14336, 4096), (4096, 14336), (960, 576), (49152, 576)):
+            bn, s, cps = plan(n, k)
+            chunks = -(-k // sm.CHUNK)
+            assert bn in (16, 32, 64, 128) and s * cps >= chunks and (s - 1) * cps < chunks, (plan, n, k)

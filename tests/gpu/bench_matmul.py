@@ -114,7 +114,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
             fn = lambda: sm.launch_gemv(x, nreal, p, part, bn, s, cps)  # noqa: E731
         else:
-            bn, s, cps = sm.plan(n, k, p.kind)
+            bn, s, cps = sm.plan(n, k)
             part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
             fn = lambda: sm.launch(x, p, part, bn, s, cps)  # noqa: E731
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2

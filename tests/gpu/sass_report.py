@@ -34,7 +34,7 @@ COMMON = {"codes": "*u8", "scales": "*fp16", "sub": "*u8", "part_ptr": "*fp32", 
 
 def compile_kernel(which: str, kind: int, bn: int, warps: int):
     if which == "mma":
-        sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "col0": "i32", "KIND": "constexpr", "BN": "constexpr",
+        sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "KIND": "constexpr", "BN": "constexpr",
                "IEEE": "constexpr"}
         fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False}
     else:
