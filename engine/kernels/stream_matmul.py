@@ -229,10 +229,10 @@ WARPS = int(os.environ.get("STRATA_SMM_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_SMM_STAGES", "3"))
 BN_FORCE = int(os.environ.get("STRATA_SMM_BN", "0"))
 DECODE_ROWS = 16                                                       # tiles up to this size: decode kernel
-# decode tiles: "mma" (tensor cores, the same kernel as prompt tiles) or "gemv" (CUDA cores, real rows
-# only: 1.6-2x faster for one row, 2-4x slower for 4-16; measured in tests/gpu/bench_matmul.py). One
-# choice for the whole run: every decode row is then computed by the same kernel.
-DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "mma")
+# decode tiles: "dp4a" (int8 activations, CUDA-core int8 dot products: engine.kernels.dp4a_gemv), "gemv"
+# (CUDA cores in float32) or "mma" (tensor cores, the prompt tiles' kernel). One choice for the whole run:
+# every decode row is then computed by the same kernel. Measured in tests/gpu/bench_matmul.py.
+DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
 GEMV_BN = int(os.environ.get("STRATA_GEMV_BN", "32"))
 GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
 GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
@@ -258,11 +258,16 @@ def _check_x(x: torch.Tensor, k: int) -> None:
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """Partial sums of x @ W.T: (part [S, M, N] float32, S); rows sum as part[0] + ... + part[S-1].
 
-    With STRATA_DECODE_KERNEL=gemv, tiles of up to 16 rows (decode and verify rows) run the CUDA-core
-    kernel over the first `n_real` rows (an int32 device scalar; default all), others (prompt tiles)
-    the tensor-core kernel: a row kind always comes in tiles of one size, so each row is always
-    computed by the same kernel. By default every tile runs the tensor-core kernel."""
+    Tiles of up to 16 rows (decode and verify rows) run the decode kernel (DECODE_KERNEL) over the
+    first `n_real` rows (an int32 device scalar; default all), others (prompt tiles) the tensor-core
+    kernel: a row kind always comes in tiles of one size, so each row is always computed by the same
+    kernel."""
     _check_x(x, w.k)
+    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "dp4a":
+        from engine.kernels import dp4a_gemv
+        if n_real is None:
+            n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
+        return dp4a_gemv.matmul_parts(x, w, n_real)
     if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "gemv":
         bn, s, cps = gemv_plan(w.n, w.k)
         part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)

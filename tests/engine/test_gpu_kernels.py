@@ -141,7 +141,8 @@ def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
         assert torch.equal(got[at], out[7]), (n, at)
 
 
-@pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma")])
+@pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
+                                          ("Q4_K", "dp4a")])
 def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, monkeypatch, qtype, kernel):
     """The GPU stage's layout: repacked weights, decode tiles through either decode kernel; a row does not
     depend on the other rows, their count or (except under the interpreter's tl.dot) its place."""
@@ -151,8 +152,8 @@ def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic,
     ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
     _packed(lw)
     out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
-    assert rel_err(out, ref) < 1e-5
-    anywhere = kernel == "gemv" or GPU
+    assert rel_err(out, ref) < (5e-3 if kernel == "dp4a" else 1e-5)       # dp4a: x rounded to int8
+    anywhere = kernel != "mma" or GPU
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out,
                              [(16, 7), (9, 2), (1, 0), (16, 15)] if anywhere else [(16, 7), (9, 7)])
 

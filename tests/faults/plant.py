@@ -36,6 +36,7 @@ DA = "tests/engine/test_drafts_attention.py::"
 EX = "tests/engine/test_exactness.py::"
 PK = "tests/engine/test_packed.py::"
 GK = "tests/engine/test_gpu_kernels.py::"
+DG = "tests/engine/test_dp4a_gemv.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
 
 
@@ -79,6 +80,13 @@ FAULTS = [
           "                acc = tl.where(rows[:, None] == r, acc + p[None, :], acc)",
           "                p = tl.sum(t, axis=1)\n                acc = tl.where(rows[:, None] == r, acc, acc)",
           [PK + "test_matmul_is_right_and_row_invariant", PK + "test_decode_kernel_bf16_rows"]),
+    Fault("dp4a-q4k-min-term-dropped", "engine/kernels/dp4a_gemv.py",
+          "acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))",
+          "acc = tl.fma(dd, t, acc)",
+          [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
+    Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
+          "    for r in range(0, M):", "    for r in range(0, M - 1):",
+          [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_computes_only_the_real_rows"]),
     Fault("stream-mm-acc-dropped-f32", "engine/kernels/stream_matmul.py",
           'acc = tl.dot(x_lo, wl, acc, input_precision="ieee")',
           'acc = tl.dot(x_lo, wl, input_precision="ieee")',

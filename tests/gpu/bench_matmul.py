@@ -20,6 +20,7 @@ import triton
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from triton.testing import do_bench_cudagraph
 
+from engine.kernels import dp4a_gemv as dg
 from engine.kernels import quant_matmul as old
 from engine.kernels import stream_matmul as sm
 from engine.kernels.packed import pack, unpack
@@ -33,7 +34,7 @@ SHAPES = {   # (name, N, K)
     "qwen3-30b-a3b": [("qkv", 5120, 2048), ("wo", 2048, 4096), ("expert gate|up", 1536, 2048),
                       ("expert down", 2048, 768)],
 }
-ROWS = (1, 4, 16)
+ROWS = (1, 4, 8, 16)
 SWEPT = {("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("smollm2-135m", "gate|up"),
          ("smollm2-135m", "head")}
 
@@ -66,7 +67,16 @@ def check(qt, n, k) -> list[str]:
     err = ((y.double() - yr).norm() / yr.norm()).item()
     if not err < 1e-2:
         fails.append(f"{qt.name} {n}x{k}: bf16 rel err {err:.2e}")
-    for m in (1, 3, 7):
+    xq, xds = dg.quantize(x)               # the decode kernel's own x: its error beyond that is arithmetic
+    xd = (xq.float().reshape(16, -1, 32) * xds[..., :1]).reshape(16, k)
+    full = dg.matmul_parts(x, p, torch.tensor([16], device="cuda"))[0][0]
+    errq = ((full.double() - xd.double() @ ref.double().T).norm() / yr.norm()).item()
+    if not errq < 1e-5:
+        fails.append(f"{qt.name} {n}x{k}: decode kernel vs its int8 x: rel err {errq:.2e}")
+    part, _ = dg.matmul_parts(x, p, torch.tensor([5], device="cuda"))
+    if part[0, 5:].any() or not torch.equal(part[0, :5], full[:5]):
+        fails.append(f"{qt.name} {n}x{k}: decode kernel with 5 real rows of 16")
+    for m in (1, 3, 7, 12):
         ys = sm.linear(x[m:m + 1].contiguous(), p)
         if not torch.equal(ys[0], y[m]):
             fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
@@ -78,7 +88,7 @@ def check(qt, n, k) -> list[str]:
         fails.append(f"{qt.name} {n}x{k}: prompt tile bf16 rel err {errp:.2e}")
     yf = sm.linear(x.float(), p)
     errf = ((yf.double() - yr).norm() / yr.norm()).item()
-    print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e}  f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
+    print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
 
@@ -111,44 +121,47 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         nreal = torch.full((1,), m, dtype=torch.int32, device="cuda")
         if m <= sm.DECODE_ROWS:
             bn, s, cps = sm.gemv_plan(n, k)
-            part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
-            fn = lambda: sm.launch_gemv(x, nreal, p, part, bn, s, cps)  # noqa: E731
+            gpart = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
+            gemv = lambda: sm.launch_gemv(x, nreal, p, gpart, bn, s, cps)  # noqa: E731
+            fn = lambda: dg.matmul_parts(x, p, nreal)  # noqa: E731
+            bn, lanes = dg.plan(p.kind, n, k)
+            s, cps = 1, lanes
+            part = gpart[:1]
         else:
             bn, s, cps = sm.plan(n, k)
             part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
             fn = lambda: sm.launch(x, p, part, bn, s, cps)  # noqa: E731
+            gemv = None
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
+        mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
         row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
                "plan": [bn, s, cps], "us": time_call(fn)}
-        if qt in old.KERNEL_TYPES:
-            row["old_us"] = time_call(lambda: old.matmul_parts(x, [(data, qt)]))
+        if gemv is not None:
+            row["gemv_us"] = time_call(gemv)
+            row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
-        for cbn, target, warps in (configs or []) if m in (1, 16) else []:
-            chunks = triton.cdiv(k, sm.CHUNK)
-            cs = max(1, min(chunks, round(target / triton.cdiv(n, cbn))))
-            ccps = triton.cdiv(chunks, cs)
-            cs = triton.cdiv(chunks, ccps)
-            cpart = torch.empty((cs, m, n), dtype=torch.float32, device="cuda")
+        for warps, nr in (configs or []) if m in (1, 8) else []:
             try:
-                row[f"cfg {cbn}/{target}/{warps}"] = time_call(
-                    lambda: sm.launch_gemv(x, nreal, p, cpart, cbn, cs, ccps, warps))
+                row[f"cfg {warps}w/{nr}r"] = time_call(lambda: dg.matmul_parts(x, p, nreal, warps, nr))
             except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal
-                row[f"cfg {cbn}/{target}/{warps}"] = f"error {type(e).__name__}"
+                row[f"cfg {warps}w/{nr}r"] = f"error {type(e).__name__}"
         row["GB/s"] = moved / row["us"] / 1e3
         row["%bw"] = 100 * row["GB/s"] / bw
         out.append(row)
         extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
                           for key, v in row.items() if key.startswith("cfg "))
         print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:3}  {row['us']:7.1f} us  "
-              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  old {row.get('old_us', float('nan')):7.1f}  "
+              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  gemv {row.get('gemv_us', float('nan')):7.1f}  "
+              f"mma {row.get('mma_us', float('nan')):7.1f}  "
               f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", action="store_true", help="also time other (BN, programs, warps, stages)")
+    ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
     ap.add_argument("--json")
+    ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
     bw = copy_bandwidth()
     print(f"device copy bandwidth {bw:.0f} GB/s ({torch.cuda.get_device_name()})")
@@ -157,15 +170,16 @@ def main() -> int:
         for n, k in ((1024, 4096), (576, 1536), (960, 576)):
             if k % GGML_QUANT_SIZES[qt][0] == 0:
                 fails += check(qt, n, k)
-    for qt in (QT.Q6_K, QT.Q5_0, QT.Q5_K):
+    for qt in (QT.Q6_K, QT.Q5_0):
         fails += check_gguf_kernel(qt, 1024, 4096)
     configs = None
     if args.sweep:
-        configs = [(bn, t, w) for bn in (16, 32, 64) for t in (528, 1056) for w in (4, 8)]
-        configs += [(32, 264, 4), (32, 528, 2), (16, 2112, 4)]
+        configs = [(w, nr) for w in (2, 4, 8) for nr in (1, 2)]
     rows = []
-    plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m"), (QT.Q4_K, "qwen3-30b-a3b")]
+    plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
     for qt, model in plan:
+        if args.only and model != args.only:
+            continue
         for matrix, n, k in SHAPES[model]:
             if k % GGML_QUANT_SIZES[qt][0]:
                 continue

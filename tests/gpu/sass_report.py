@@ -25,6 +25,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from engine.kernels import dp4a_gemv as dg
 from engine.kernels import stream_matmul as sm
 
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -37,6 +38,11 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
         sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "KIND": "constexpr", "BN": "constexpr",
                "IEEE": "constexpr"}
         fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False}
+    elif which == "dp4a":
+        sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
+               "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
+               "BN": "constexpr", "L": "constexpr", "INTERP": "constexpr"}
+        fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "INTERP": False}
     else:
         sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
                "BN": "constexpr", "EVEN_K": "constexpr"}

@@ -1,0 +1,226 @@
+"""Decode rows on int8 dot products: the streaming-layout weights (engine.kernels.packed) times
+activations quantized to int8, four multiply-adds per `dp4a` instruction.
+
+Why: a decode row reads each weight once, so the matmul should run at memory speed, but with float
+arithmetic every 4-bit code costs an extract, a conversion, a dequantizing FMA and a dot FMA: more
+instructions per byte than an SM can issue at HBM speed (sass_report.py, 2026-11-30). Here the x
+rows are first quantized per 32 values (`quantize`: d = max|x| / 127, q = round(x / d), and
+s = d * sum(q) for the types with a minimum), and then one 32-bit word of codes gives four weights by
+one mask (low nibbles) or a shift and a mask (high nibbles), multiplied with four x bytes in one dp4a;
+the scales are applied once per 16 or 32 values in float32. This is the activation rounding llama.cpp
+does in its quantized matmuls (q8_1); the kernel is not bit-equal to the float kernels, but a row's
+result depends only on that row: each program owns BN weight rows and the whole of K, each thread one
+16-byte vector of codes per step, and a row's partial sums are added in one fixed order (lanes, then
+one shuffle tree) whatever the number of rows in the tile.
+
+Rows: the real row count is read on the device (one captured graph serves 1..T rows) and picks a pass
+that holds 1, 2, 4 or 8 rows in registers (two passes of 8 for 9..16); rows T' < T get zeros.
+Importing this module imports triton. Under the Triton interpreter dp4a is computed with shifts.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from engine.kernels.packed import Packed
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# every FMA is written out (tl.fma) and no other multiply-add is fused, so a row's arithmetic is the same
+# instructions in each of the row passes below, whatever the compiler does with their different shapes
+NO_FUSION = {} if INTERPRET else {"enable_fp_fusion": False}
+
+
+@triton.jit
+def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr):
+    """Row r, 32-value blocks [c*NB, c*NB + NB): int8 codes and (d, d * sum(q)) per block."""
+    r = tl.program_id(0).to(tl.int64)
+    b = tl.program_id(1) * NB + tl.arange(0, NB)
+    k = b[:, None] * 32 + tl.arange(0, 32)[None, :]
+    ok = k < K
+    x = tl.load(x_ptr + r * stride_x + k, mask=ok, other=0.0).to(tl.float32)
+    d = tl.max(tl.abs(x), axis=1) / 127.0
+    inv = tl.where(d > 0, 1.0 / tl.where(d > 0, d, 1.0), 0.0)
+    v = x * inv[:, None]
+    q = tl.floor(tl.abs(v) + 0.5)
+    q = tl.minimum(q, 127.0)
+    qi = tl.where(v < 0, -q, q).to(tl.int32)
+    tl.store(q_ptr + r * K + k, qi.to(tl.int8), mask=ok)
+    bok = b < K // 32
+    at = ds_ptr + (r * (K // 32) + b) * 2
+    tl.store(at, d, mask=bok)
+    tl.store(at + 1, d * tl.sum(qi, axis=1).to(tl.float32), mask=bok)
+
+
+def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] float -> (q int8 [M, K], ds float32 [M, K/32, 2]); K a multiple of 32."""
+    m, k = x.shape
+    q = torch.empty((m, k), dtype=torch.int8, device=x.device)
+    ds = torch.empty((m, k // 32, 2), dtype=torch.float32, device=x.device)
+    if m:
+        nb = min(32, triton.next_power_of_2(k // 32))
+        _quant_kernel[(m, triton.cdiv(k // 32, nb))](x, q, ds, k, x.stride(0), NB=nb, num_warps=4)
+    return q, ds
+
+
+@triton.jit
+def _dp4a(a, b, c, INTERP: tl.constexpr):
+    """c + the dot product of a's and b's four signed bytes, elementwise on int32 tensors."""
+    if INTERP:
+        for sh in tl.static_range(4):
+            c += ((a << (24 - 8 * sh)) >> 24) * ((b << (24 - 8 * sh)) >> 24)
+        return c
+    else:
+        return tl.inline_asm_elementwise("dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr, RB: tl.constexpr,
+          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr):
+    """Rows [r0, r0 + RB) (those < M real) times weight rows n_raw, stored to part.
+
+    A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
+    group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
+    block). L lanes walk a weight row's units in steps of L."""
+    if KIND == 4:
+        WU: tl.constexpr = 8            # 32-bit code words per unit
+        U = K // 64                     # units per weight row
+    elif KIND == 1:
+        WU: tl.constexpr = 8
+        U = K // 32
+    else:
+        WU: tl.constexpr = 4
+        U = K // 32
+    NB = K // 32                        # 32-value x blocks per row
+    full = tl.zeros((RB, BN, L), dtype=tl.int32)      # every tensor at full shape: one layout
+    r3 = r0 + tl.arange(0, RB)[:, None, None] + full
+    rok3 = r3 < M
+    rok = rok3[:, :, :, None]
+    n3 = tl.minimum(n_raw, N - 1)[None, :, None] + full
+    u3 = tl.arange(0, L)[None, None, :] + full
+    j = tl.arange(0, 4)[None, None, None, :]            # a thread's 16-byte vector: 4 words
+    cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
+    if KIND == 4:
+        xp = xq + (r3 * (K // 4) + u3 * 16)[:, :, :, None] + j
+        sb = n3 * (K // 256) + u3 // 4
+        sp = scales + sb * 2
+        gp = sub + sb * 16 + 2 * (u3 % 4)
+        dp = xds + (r3 * NB + 2 * u3) * 2
+    else:
+        xp = xq + (r3 * (K // 4) + u3 * 8)[:, :, :, None] + j
+        if KIND == 3:
+            sp = scales + (n3 * NB + u3) * 2
+        else:
+            sp = scales + n3 * NB + u3
+        dp = xds + (r3 * NB + u3) * 2
+    acc = tl.zeros((RB, BN, L), dtype=tl.float32)
+    for u0 in range(0, U, L):
+        if EVEN:
+            ok3 = rok3
+            wok3 = full == 0
+        else:
+            wok3 = u3 + u0 < U
+            ok3 = rok3 & wok3
+        ok = ok3[:, :, :, None]
+        wok = wok3[:, :, :, None]
+        ca = tl.load(cp, mask=wok, other=0)
+        zero = tl.zeros_like(ca * tl.load(xp, mask=ok, other=0))
+        if KIND == 1:                   # 32 int8 codes: two 16-byte halves
+            cb = tl.load(cp + 4, mask=wok, other=0)
+            p = _dp4a(ca, tl.load(xp, mask=ok, other=0), zero, INTERP)
+            p = _dp4a(cb, tl.load(xp + 4, mask=ok, other=0), p, INTERP)
+            p = tl.sum(p, axis=3).to(tl.float32)
+            d = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+            dx = tl.load(dp, mask=ok3, other=0.0)
+            acc = tl.fma(d, dx * p, acc)
+        elif KIND == 4:                 # 64 nibbles: low ones sub-block 2g, high ones 2g + 1
+            cb = tl.load(cp + 4, mask=wok, other=0)
+            plo = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
+            plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), plo, INTERP), axis=3)
+            phi = _dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 8, mask=ok, other=0), zero, INTERP)
+            phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, tl.load(xp + 12, mask=ok, other=0), phi, INTERP), axis=3)
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+            dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+            sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
+            sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+            mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
+            mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
+            dx_lo = tl.load(dp, mask=ok3, other=0.0)
+            xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
+            dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
+            xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
+            t = tl.fma((sc_hi * phi).to(tl.float32), dx_hi, (sc_lo * plo).to(tl.float32) * dx_lo)
+            acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))
+            gp += 4 * L
+        else:                           # 32 nibbles: values 0..15 low, 16..31 high
+            p = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
+            p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), p, INTERP), axis=3)
+            p = p.to(tl.float32)
+            dx = tl.load(dp, mask=ok3, other=0.0)
+            xs = tl.load(dp + 1, mask=ok3, other=0.0)
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+            if KIND == 2:
+                acc = tl.fma(dd, tl.fma(-8.0, xs, dx * p), acc)
+            else:
+                mm = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+                acc = tl.fma(mm, xs, tl.fma(dd, dx * p, acc))
+        cp += L * WU
+        if KIND == 4:
+            xp += 16 * L
+            sp += L // 2
+            dp += 4 * L
+        else:
+            xp += 8 * L
+            sp += 2 * L if KIND == 3 else L
+            dp += 2 * L
+    out = tl.sum(acc, axis=2)
+    r2 = (r0 + tl.arange(0, RB))[:, None]
+    tl.store(part + r2 * stride_pm + n_raw[None, :], out, mask=(r2 < M) & (n_raw < N)[None, :])
+
+
+@triton.jit
+def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
+                 KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
+                 INTERP: tl.constexpr):
+    n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    for r in range(0, M):           # one row at a time, every row by the same code
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, 1, BN, L, EVEN, INTERP)
+    zero = tl.zeros((BN,), dtype=tl.float32)
+    for r in range(M, T):
+        tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)
+
+
+WARPS = int(os.environ.get("STRATA_DP4A_WARPS", "4"))
+# weight rows per thread; the interpreter runs programs one by one, so there fewer, larger ones (a
+# weight row's arithmetic is the same in any program)
+ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1"))
+
+
+def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
+    """(BN, L): weight rows per program and lanes per weight row; a function of the shape only. L is
+    the power of two in 8..32 that wastes fewest lanes on the row's units (more lanes on a tie)."""
+    u = k // 64 if kind == 4 else k // 32
+    lanes = min((8, 16, 32), key=lambda l: (triton.cdiv(u, l) * l - u, -l))
+    return nr * (32 // lanes) * warps, lanes
+
+
+def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, warps: int = WARPS,
+                 nr: int = ROWS_PER_THREAD) -> tuple[torch.Tensor, int]:
+    """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
+    other rows: (part [1, T, N], 1). warps and nr (weight rows per thread) are for measuring only."""
+    t = x.shape[0]
+    part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
+    if t == 0:
+        return part, 1
+    xq, xds = quantize(x)
+    bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
+    words = w.codes.view(torch.int32)
+    _dp4a_kernel[(triton.cdiv(w.n, bn),)](
+        xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
+        w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
+        INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
+    return part, 1

@@ -1,0 +1,103 @@
+"""The int8 decode kernel (engine.kernels.dp4a_gemv), the default for decode tiles on a GPU.
+
+Its arithmetic beyond the int8 rounding of x is exact integer dot products plus float32 scaling, so it
+is compared tightly with x's own int8 values times the weights' float values; and a row's result must
+not depend on the other rows (any count, any place). Here under TRITON_INTERPRET=1 (dp4a emulated
+with shifts); on a GPU with the real instruction (tests/gpu/bench_matmul.py checks the same there).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine.kernels.packed import PACKED_TYPES, pack, unpack
+from tests.engine.test_packed import DEV, blocks, row_7_everywhere
+
+TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
+
+
+@pytest.fixture(scope="module")
+def dg():
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the first `import triton`
+    pytest.importorskip("triton")
+    return importlib.import_module("engine.kernels.dp4a_gemv")
+
+
+@pytest.fixture()
+def sm(dg, monkeypatch):
+    mod = importlib.import_module("engine.kernels.stream_matmul")
+    monkeypatch.setattr(mod, "DECODE_KERNEL", "dp4a")
+    return mod
+
+
+def dequantized_x(dg, x: torch.Tensor) -> torch.Tensor:
+    q, ds = dg.quantize(x)
+    return (q.float().reshape(x.shape[0], -1, 32) * ds[..., :1]).reshape(x.shape)
+
+
+def test_quantize_rounds_each_block_of_32_to_int8(dg):
+    x = torch.randn(3, 96, generator=torch.Generator().manual_seed(1)).to(DEV)
+    x[1, 32:64] = 0.0                                   # an all-zero block: scale 0, codes 0
+    q, ds = dg.quantize(x)
+    assert q.dtype == torch.int8 and ds.shape == (3, 3, 2)
+    d = ds[..., 0]
+    blocks_ = x.reshape(3, 3, 32)
+    assert torch.allclose(d, blocks_.abs().amax(-1) / 127)
+    assert q.abs().max() <= 127 and q.reshape(3, 3, 32).abs().amax(-1)[d > 0].min() == 127
+    err = (q.float().reshape(3, 3, 32) * d[..., None] - blocks_).abs()
+    assert (err <= d[..., None] / 2 * (1 + 1e-5)).all()       # round to nearest
+    assert torch.equal(ds[..., 1], d * q.float().reshape(3, 3, 32).sum(-1))
+    assert not q.reshape(3, 3, 32)[1, 1].any() and d[1, 1] == 0
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt):
+    """Every type, a K that takes several lane steps with a ragged last one (Q4_K 1280: 20 units of 64
+    values on 8 lanes; the 32-value types at 576: 18 units on 8 lanes)."""
+    k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
+    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
+    x = torch.randn(16, k, generator=torch.Generator().manual_seed(6)).to(DEV)
+    y = sm.linear(x, p)
+    ref = dequantized_x(dg, x).double() @ unpack(p).double().T
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-6
+    exact = x.double() @ unpack(p).double().T
+    assert ((y.double() - exact).norm() / exact.norm()).item() < 2e-2        # the int8 rounding of x only
+    row_7_everywhere(lambda r: sm.linear(r, p), x, y, [(16, 7), (9, 2), (1, 0), (16, 15)])
+
+
+@pytest.mark.parametrize("k", [4096, 512])
+def test_decode_kernel_lanes_and_steps(dg, k):
+    """The plan takes the weight's shape only; a full-width row walks K in even steps."""
+    bn, lanes = dg.plan(4, 6144, k)
+    assert lanes in (8, 16, 32) and bn % (32 // lanes) == 0
+    assert dg.plan(4, 6144, k) == dg.plan(4, 6144, k, dg.WARPS, dg.ROWS_PER_THREAD)
+    p = pack(blocks(QT.Q4_K, 8, k, 7).to(DEV), QT.Q4_K, k)
+    x = torch.randn(2, k, generator=torch.Generator().manual_seed(8)).to(DEV)
+    part, s = dg.matmul_parts(x, p, torch.tensor([2], device=DEV))
+    assert s == 1 and part.shape == (1, 2, 8)
+    ref = dequantized_x(dg, x).double() @ unpack(p).double().T
+    assert ((part[0].double() - ref).norm() / ref.norm()).item() < 1e-6
+
+
+def test_decode_kernel_computes_only_the_real_rows(sm):
+    p = pack(blocks(QT.Q4_1, 24, 576, 8).to(DEV), QT.Q4_1, 576)
+    x = torch.randn(16, 576, generator=torch.Generator().manual_seed(9)).to(DEV)
+    full, s = sm.matmul_parts(x, p)
+    part, s2 = sm.matmul_parts(x, p, torch.tensor([5], device=DEV))
+    assert s == s2 == 1 and torch.equal(part[:, :5], full[:, :5])
+    assert not part[:, 5:].any()
+
+
+def test_decode_kernel_bf16_rows(sm):
+    p = pack(blocks(QT.Q4_K, 24, 768, 10).to(DEV), QT.Q4_K, 768)
+    x = torch.randn(5, 768, generator=torch.Generator().manual_seed(11)).to(DEV).to(torch.bfloat16)
+    y = sm.linear(x, p)
+    assert y.dtype == torch.bfloat16
+    ref = x.double() @ unpack(p).double().T
+    assert ((y.double() - ref).norm() / ref.norm()).item() < 2e-2
+    assert torch.equal(sm.linear(x[3:4].contiguous(), p)[0], y[3])

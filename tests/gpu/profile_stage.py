@@ -1,0 +1,65 @@
+"""Where a decode tile's time goes on the GPU: one stage's captured graph replayed under torch.profiler.
+
+    python3 tests/gpu/profile_stage.py MODEL [REAL_ROWS ...]
+
+Loads MODEL on cuda:0, then for each count of real rows (default 1 and 8) replays the 16-row decode
+tile's graph 20 times: prints the replay time (CUDA events), the GPU time per kernel name (sum over the
+replays / 20) and what the kernels leave idle between them (replay time - kernel time).
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine.block import Tile
+from engine.loader import load_model
+from engine.messages import EngineConfig
+
+REPS = 20
+
+
+@torch.inference_mode()
+def main() -> int:
+    model = sys.argv[1]
+    counts = [int(a) for a in sys.argv[2:]] or [1, 8]
+    lm = load_model(EngineConfig(model=model, devices="cuda:0", parallel=16, ctx=1024))
+    stage = lm.pipeline.stages[0]
+    rows = lm.pipeline.tiles.decode
+    for n_real in counts:
+        x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
+        slot = torch.arange(rows, device="cuda:0")
+        pos = torch.full((rows,), 100, device="cuda:0")
+        tile = Tile(slot, pos, n_real)
+        for _ in range(3):
+            stage.forward(x, tile)
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(REPS):
+            stage.forward(x, tile)
+        b.record()
+        torch.cuda.synchronize()
+        per = a.elapsed_time(b) / REPS * 1e3
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(REPS):
+                stage.forward(x, tile)
+            torch.cuda.synchronize()
+        kern: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for e in prof.events():
+            if e.device_type.name == "CUDA":
+                name = e.name[:70]
+                kern[name] = kern.get(name, 0.0) + e.device_time / REPS
+                count[name] = count.get(name, 0) + 1
+        total = sum(kern.values())
+        print(f"\n== {n_real} real rows of {rows}: {lm.cfg.n_layers} layers, replay {per:.0f} us, kernels {total:.0f} us, "
+              f"idle between kernels {per - total:.0f} us, {sum(count.values()) // REPS} kernels per replay")
+        for name, us in sorted(kern.items(), key=lambda kv: -kv[1])[:14]:
+            print(f"  {us:8.1f} us  {count[name] // REPS:4d}x  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
