@@ -3,7 +3,8 @@
 A tile always has the same number of rows and every kernel in the stage forward reads its bounds on
 the device, so one captured graph per stage replays any tile: copy the tile's hidden states, slots and
 positions into the graph's input buffers, replay, and read the output buffer. This takes the Python
-and launch overhead of a few hundred kernels out of every decode step.
+and launch overhead of a few hundred kernels out of every decode step. `forward` returns (hidden,
+logits or None): the last stage's decode-tile graph runs the head too.
 """
 from __future__ import annotations
 
@@ -28,15 +29,18 @@ class TileGraph:
                 # thread-local mode: another thread's CUDA calls during a capture do not break it
                 self.graph.capture_begin(capture_error_mode="thread_local")
                 try:
-                    self.out = forward(self.x, self.slot, self.pos, self.n_real)
+                    self.out, self.logits = forward(self.x, self.slot, self.pos, self.n_real)
                 finally:
                     self.graph.capture_end()
             torch.cuda.current_stream(device).wait_stream(stream)
 
-    def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, n_real: int) -> torch.Tensor:
+    def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
+            n_real: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(hidden out, the real rows' logits where the graph runs the head, else None), both copies:
+        the next replay reuses the graph's buffers."""
         self.x.copy_(x, non_blocking=True)
         count = torch.zeros_like(slot)
         count[0] = n_real
         self.meta.copy_(torch.stack((slot, pos, count)), non_blocking=True)
         self.graph.replay()
-        return self.out.clone()
+        return self.out.clone(), (self.logits[:n_real].clone() if self.logits is not None else None)

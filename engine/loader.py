@@ -166,7 +166,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls
         for n in sorted({pipeline.tiles.prompt, pipeline.tiles.decode}):
-            s.capture(n)
+            s.capture(n, with_logits=n == pipeline.tiles.decode)
     progress(1.0, "ready")
     info = model_info(gf, cfg)
     eff = EffectiveConfig(

@@ -135,8 +135,10 @@ class Pipeline:
                 else:
                     x = x.to(stage.device, non_blocking=True)
                 with torch.inference_mode():
-                    outs = [stage.forward(x[a:a + size], tile) for a, size, tile in rows.tiles()]
-                    y = torch.cat(outs) if len(outs) > 1 else outs[0]
+                    outs = [stage.forward_logits(x[a:a + size], tile) for a, size, tile in rows.tiles()]
+                    y = torch.cat([o[0] for o in outs]) if len(outs) > 1 else outs[0][0]
+                    # logits the graphs already made (last stage, decode tiles), by tile start
+                    made = {a: o[1] for (a, _, _), o in zip(rows.bounds, outs) if o[1] is not None}
                 if k + 1 < len(self.stages):
                     ev = None
                     if stream is not None:
@@ -145,7 +147,7 @@ class Pipeline:
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
                     hidden = y[torch.tensor(rows.index, device=y.device)]
-                    result = finish(hidden, lambda idx: self._logits(stage, rows, y, idx))
+                    result = finish(hidden, lambda idx: self._logits(stage, rows, y, idx, made))
                     fut.set_result(result)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting scheduler
             if not fut.done():
@@ -162,14 +164,21 @@ class Pipeline:
             else:
                 self.busy[k].add(t0, t1)
 
-    def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int]) -> torch.Tensor:
-        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the CPU."""
+    def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int],
+                made: dict | None = None) -> torch.Tensor:
+        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the CPU. made:
+        the logits a tile's graph already computed (its real rows), by tile start."""
         want = {rows.index[i] for i in idx}
         out = {}
         with torch.inference_mode():
             for a, size, _ in rows.bounds:
                 inside = sorted(p for p in want if a <= p < a + size)
-                if inside:   # the head runs on the whole tile; only the wanted rows travel to the host
+                if inside and made and a in made:
+                    first, last = inside[0] - a, inside[-1] - a
+                    lg = (made[a][first:last + 1] if last - first + 1 == len(inside)
+                          else made[a][torch.tensor(inside, device=made[a].device) - a]).cpu()
+                    out.update(zip(inside, lg))
+                elif inside:   # the head runs on the whole tile; only the wanted rows travel to the host
                     # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
                     end = a + size if size != self.tiles.decode else inside[-1] + 1
                     lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a].cpu()

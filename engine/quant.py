@@ -207,15 +207,16 @@ class QuantTensor:
             picked = dequantize(self.data[flat], self.qtype, flat.numel() * cols).to(self.compute_dtype)
         return picked.reshape(*ids.shape, cols)
 
-    def linear(self, x: torch.Tensor, tile: int = LINEAR_TILE) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, tile: int = LINEAR_TILE, n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """x[..., in] @ W.T -> [..., out] in the compute dtype (f32 or bf16), row-invariant: a row's
         result is bit-identical whatever the other rows hold and however many there are. On CPU the
         rows run on zero-padded tiles of exactly `tile` rows (the caller keeps it fixed per row kind);
-        the CUDA kernels are row-invariant at any row count."""
+        the CUDA kernels are row-invariant at any row count (n_dev: a device scalar, the count of real
+        rows; the decode kernel computes only those)."""
         if len(self.shape) != 2:
             raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
         if self.device.type == "cuda":
-            return self.triton_linear(x)
+            return self.triton_linear(x, n_dev)
         return tiled_linear(x, self.dense_weight(), tile)
 
     def expert(self, e: int) -> QuantTensor:
@@ -236,7 +237,7 @@ class QuantTensor:
             self._dense = self.dequantize()
         return self._dense
 
-    def triton_linear(self, x: torch.Tensor) -> torch.Tensor:
+    def triton_linear(self, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """`linear` through the Triton kernels (what CUDA tensors use; on CPU only under TRITON_INTERPRET)."""
         from engine.kernels import quant_matmul as qm
 
@@ -245,7 +246,7 @@ class QuantTensor:
         if self.packed is not None:
             from engine.kernels import stream_matmul
 
-            out = stream_matmul.linear(rows, self.packed)
+            out = stream_matmul.linear(rows, self.packed, n_dev)
         elif self.qtype in qm.KERNEL_TYPES:
             out = qm.quant_linear(rows, self.data, self.qtype)
         else:

@@ -53,22 +53,33 @@ class Stage:
         x = self.embedding.rows(tokens.to(self.device)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
-    def capture(self, n_rows: int) -> None:
+    def capture(self, n_rows: int, with_logits: bool = False) -> None:
         """Capture the graph of an n-row tile now (the loader does this for every tile size, one stage
-        at a time, before any stage thread runs)."""
+        at a time, before any stage thread runs). with_logits: on the last stage, the graph also runs
+        the head on the tile's real rows (decode tiles: one replay gives the window's logits, with no
+        eager kernel launches between the graph and the pick)."""
         if self.use_graph and n_rows not in self._graphs:
+            head = with_logits and self.head is not None
+
+            def body(gx, gs, gp, gn):
+                tile = Tile(gs, gp, gx.shape[0], gn)
+                h = self._forward(gx, tile)
+                return (h, self.logits(h, gn)) if head else (h, None)
             with torch.inference_mode():
-                self._graphs[n_rows] = TileGraph(lambda gx, gs, gp, gn: self._forward(gx, Tile(gs, gp, gx.shape[0], gn)),
-                                                 n_rows, self.cfg.n_embd, self.scratch_slot, self.device)
+                self._graphs[n_rows] = TileGraph(body, n_rows, self.cfg.n_embd, self.scratch_slot, self.device)
 
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
+        return self.forward_logits(x, tile)[0]
+
+    def forward_logits(self, x: torch.Tensor, tile: Tile) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(hidden out, float32 logits of the tile's real rows where its graph runs the head, else None)."""
         x = x.to(self.device)
         if self.use_graph:
             n = x.shape[0]
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
             return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)
-        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real))
+        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         for j, lw in enumerate(self.layers):
@@ -76,9 +87,11 @@ class Stage:
             x = run_block(lw, self.cfg, layer, x, tile, self.k[j], self.v[j], self.rope[self.cfg.layer_rope_base(layer)])
         return x
 
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
+    def logits(self, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
+        """float32 logits of x's rows (of its first n_dev rows, a device scalar, on GPU decode tiles;
+        the others then hold zeros). A row's logits do not depend on the other rows."""
         h = rms_norm(x, self.head.output_norm, self.cfg.norm_eps)
-        return self.head.output.linear(h, h.shape[0]).float()
+        return self.head.output.linear(h, h.shape[0], n_dev).float()
 
 
 STACKED = ("qkv", "gate_up")          # LayerWeights fields whose bytes the matrices' views already count

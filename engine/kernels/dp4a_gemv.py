@@ -34,31 +34,43 @@ NO_FUSION = {} if INTERPRET else {"enable_fp_fusion": False}
 
 
 @triton.jit
-def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr):
-    """Row r, 32-value blocks [c*NB, c*NB + NB): int8 codes and (d, d * sum(q)) per block."""
-    r = tl.program_id(0).to(tl.int64)
-    b = tl.program_id(1) * NB + tl.arange(0, NB)
+def q8_store(x, b, q_row, ds_row, K):
+    """Quantize x [NB, 32] (float32: the values of one row's 32-value blocks b [NB]) and store the int8
+    codes at q_row[k] and (d, d * sum(q)) at ds_row[2 b], blocks past K left out. Also called by the
+    row kernels that make a decode matmul's input (engine.kernels.fused), so one formula rounds every x."""
     k = b[:, None] * 32 + tl.arange(0, 32)[None, :]
-    ok = k < K
-    x = tl.load(x_ptr + r * stride_x + k, mask=ok, other=0.0).to(tl.float32)
     d = tl.max(tl.abs(x), axis=1) / 127.0
     inv = tl.where(d > 0, 1.0 / tl.where(d > 0, d, 1.0), 0.0)
     v = x * inv[:, None]
     q = tl.floor(tl.abs(v) + 0.5)
     q = tl.minimum(q, 127.0)
     qi = tl.where(v < 0, -q, q).to(tl.int32)
-    tl.store(q_ptr + r * K + k, qi.to(tl.int8), mask=ok)
+    tl.store(q_row + k, qi.to(tl.int8), mask=k < K)
     bok = b < K // 32
-    at = ds_ptr + (r * (K // 32) + b) * 2
-    tl.store(at, d, mask=bok)
-    tl.store(at + 1, d * tl.sum(qi, axis=1).to(tl.float32), mask=bok)
+    tl.store(ds_row + b * 2, d, mask=bok)
+    tl.store(ds_row + b * 2 + 1, d * tl.sum(qi, axis=1).to(tl.float32), mask=bok)
+
+
+@triton.jit
+def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr):
+    """Row r, 32-value blocks [c*NB, c*NB + NB)."""
+    r = tl.program_id(0).to(tl.int64)
+    b = tl.program_id(1) * NB + tl.arange(0, NB)
+    k = b[:, None] * 32 + tl.arange(0, 32)[None, :]
+    x = tl.load(x_ptr + r * stride_x + k, mask=k < K, other=0.0).to(tl.float32)
+    q8_store(x, b, q_ptr + r * K, ds_ptr + r * (K // 32) * 2, K)
+
+
+def buffers(m: int, k: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty (q int8 [m, k], ds float32 [m, k/32, 2]) for m rows of x."""
+    return (torch.empty((m, k), dtype=torch.int8, device=device),
+            torch.empty((m, k // 32, 2), dtype=torch.float32, device=device))
 
 
 def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] float -> (q int8 [M, K], ds float32 [M, K/32, 2]); K a multiple of 32."""
     m, k = x.shape
-    q = torch.empty((m, k), dtype=torch.int8, device=x.device)
-    ds = torch.empty((m, k // 32, 2), dtype=torch.float32, device=x.device)
+    q, ds = buffers(m, k, x.device)
     if m:
         nb = min(32, triton.next_power_of_2(k // 32))
         _quant_kernel[(m, triton.cdiv(k // 32, nb))](x, q, ds, k, x.stride(0), NB=nb, num_warps=4)
@@ -208,15 +220,16 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
     return nr * (32 // lanes) * warps, lanes
 
 
-def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, warps: int = WARPS,
+def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
                  nr: int = ROWS_PER_THREAD) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
-    other rows: (part [1, T, N], 1). warps and nr (weight rows per thread) are for measuring only."""
+    other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
+    quantized here. warps and nr (weight rows per thread) are for measuring only."""
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
         return part, 1
-    xq, xds = quantize(x)
+    xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn),)](

@@ -4,6 +4,9 @@
     -> wo matmul -> sum + residual (+ post norm) + ffn RMSNorm -> gate|up matmul (one launch)
     -> sum + act * up -> down matmul -> sum + residual (+ post norm)
 
+On decode tiles the int8 matmul (engine.kernels.dp4a_gemv) reads its x rounded to int8: rms_norm,
+residual_norm and glu write that form beside their output, and wo's input is quantized by its own launch.
+
 The matmuls leave split-K partial sums (engine.kernels.quant_matmul.matmul_parts); the kernel after
 each one adds them in a fixed order as it reads them (engine.kernels.fused). Every kernel works row
 by row with a configuration that depends on the weight shapes only, so a row's result does not depend
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.kernels import fused
+from engine.kernels import dp4a_gemv, fused
 from engine.kernels.attention import tile_attention
 from engine.kernels import stream_matmul
 from engine.kernels.quant_matmul import KERNEL_TYPES, matmul_parts
@@ -28,19 +31,27 @@ def _w(qt) -> tuple[torch.Tensor, object]:
     return qt.dense_weight(), None
 
 
-def _parts(x: torch.Tensor, mats: list, stacked=None, n_real=None) -> tuple[torch.Tensor, int]:
+def _parts(x: torch.Tensor, mats: list, stacked=None, n_real=None, xq=None) -> tuple[torch.Tensor, int]:
     """Split-K partial sums of x @ [W1; W2; ...].T, (part [S, T, N], S), from one launch where the
     matrices are stacked in the streaming layout (or are one such matrix). n_real: the tile's real
-    row count on the device (decode tiles compute only those rows)."""
+    row count on the device (decode tiles compute only those); xq: x's int8 form where the kernel that
+    made x wrote it (see _q8)."""
     if stacked is not None:
-        return stream_matmul.matmul_parts(x, stacked, n_real)
+        return stream_matmul.matmul_parts(x, stacked, n_real, xq)
     if len(mats) == 1 and mats[0].packed is not None:
-        return stream_matmul.matmul_parts(x, mats[0].packed, n_real)
+        return stream_matmul.matmul_parts(x, mats[0].packed, n_real, xq)
     if all(m.packed is None for m in mats):
         return matmul_parts(x, [_w(m) for m in mats])
     # mixed layouts (a GGUF file with, say, Q6_K for v beside Q4_K for q, k): each matrix summed in order
-    sums = [stream_matmul.sum_parts(*_parts(x, [m], None, n_real)) for m in mats]
+    sums = [stream_matmul.sum_parts(*_parts(x, [m], None, n_real, xq)) for m in mats]
     return torch.cat(sums, -1)[None], 1
+
+
+def _q8(T: int, k: int, mats: list, device):
+    """Buffers for the int8 form of a decode tile's matmul input, when the int8 kernel reads it."""
+    if stream_matmul.takes_q8(T) and any(m.packed is not None for m in mats):
+        return dp4a_gemv.buffers(T, k, device)
+    return None
 
 
 def supports(cfg, lw) -> bool:
@@ -54,16 +65,19 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     dt = lw.wq.compute_dtype
     eps = cfg.norm_eps
     x = x.float().contiguous()
-    h = fused.rms_norm(x, lw.attn_norm, eps, dt)
-    part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv, tile.n_dev)
+    q8 = _q8(T, x.shape[1], [lw.wq, lw.wk, lw.wv], x.device)
+    h = fused.rms_norm(x, lw.attn_norm, eps, dt, q8)
+    part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv, tile.n_dev, q8)
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev)
-    x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt)
-    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev)
-    g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt)
-    part, s = _parts(g, [lw.w_down], None, tile.n_dev)
+    q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
+    x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
+    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev, q8)
+    q8 = _q8(T, lw.w_gate.shape[0], [lw.w_down], x.device)
+    g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt, q8)
+    part, s = _parts(g, [lw.w_down], None, tile.n_dev, q8)
     x, _ = fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)
     return x

@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels.dp4a_gemv import q8_store
+
 
 @triton.jit
 def _sum_parts(part_ptr, S, stride_ps, offs, mask):
@@ -30,7 +32,16 @@ def _sum_parts(part_ptr, S, stride_ps, offs, mask):
 
 
 @triton.jit
-def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, BLOCK: tl.constexpr):
+def _q8(y, out_ptr, q_ptr, ds_ptr, r, N, BLOCK: tl.constexpr):
+    """The int8 decode matmul's x (engine.kernels.dp4a_gemv) from this row's output y, as rounded to
+    the output dtype: what dp4a_gemv.quantize would make of the stored row."""
+    yq = tl.reshape(y.to(out_ptr.dtype.element_ty).to(tl.float32), (BLOCK // 32, 32))
+    q8_store(yq, tl.arange(0, BLOCK // 32), q_ptr + r * N, ds_ptr + r * (N // 32) * 2, N)
+
+
+@triton.jit
+def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, q_ptr, ds_ptr, BLOCK: tl.constexpr,
+                Q8: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = c < N
@@ -38,18 +49,27 @@ def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, BLOCK: tl.con
     w = tl.load(w_ptr + c, mask=ok, other=0.0).to(tl.float32)
     y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
     tl.store(out_ptr + r * stride_o + c, y.to(out_ptr.dtype.element_ty), mask=ok)
+    if Q8:
+        _q8(y, out_ptr, q_ptr, ds_ptr, r, N, BLOCK)
 
 
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float32) -> torch.Tensor:
-    """RMSNorm over the last dim of x (any leading shape) in float32 -> out_dtype."""
+def _q8_args(q8, out: torch.Tensor) -> tuple:
+    """(q, ds, Q8) kernel arguments: q8 = dp4a_gemv.buffers(...) to fill, or None."""
+    return (q8[0], q8[1], True) if q8 is not None else (out, out, False)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float32, q8=None) -> torch.Tensor:
+    """RMSNorm over the last dim of x (any leading shape) in float32 -> out_dtype. q8: (q, ds) buffers
+    (dp4a_gemv.buffers) that also get the output's int8 form; x 2-D then."""
     n = x.shape[-1]
     rows = x.reshape(-1, n)
     if rows.stride(-1) != 1:
         rows = rows.contiguous()
     out = torch.empty(rows.shape, dtype=out_dtype, device=x.device)
     if rows.shape[0]:
-        _rms_kernel[(rows.shape[0],)](rows, w, out, n, rows.stride(0), out.stride(0), float(eps),
-                                      BLOCK=triton.next_power_of_2(n), num_warps=4 if n <= 4096 else 8)
+        q, ds, on = _q8_args(q8, out)
+        _rms_kernel[(rows.shape[0],)](rows, w, out, n, rows.stride(0), out.stride(0), float(eps), q, ds,
+                                      BLOCK=triton.next_power_of_2(n), Q8=on, num_warps=4 if n <= 4096 else 8)
     return out.reshape(x.shape)
 
 
@@ -121,8 +141,8 @@ def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: i
 
 
 @triton.jit
-def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_ptr, xo_ptr, h_ptr, N, eps,
-                     HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr):
+def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_ptr, xo_ptr, h_ptr, N, eps, q_ptr,
+                     ds_ptr, HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr, Q8: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = c < N
@@ -136,25 +156,30 @@ def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_pt
         w = tl.load(norm_ptr + c, mask=ok, other=0.0)
         y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
         tl.store(h_ptr + r * N + c, y.to(h_ptr.dtype.element_ty), mask=ok)
+        if Q8:
+            _q8(y, h_ptr, q_ptr, ds_ptr, r, N, BLOCK)
 
 
-def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, eps: float, h_dtype):
+def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, eps: float, h_dtype, q8=None):
     """x [T, N] float32 (contiguous) + (optionally RMS-normed with post_w) sum of part [S, T, N].
-    Returns (new x, its RMSNorm with norm_w in h_dtype, or None without norm_w)."""
+    Returns (new x, its RMSNorm with norm_w in h_dtype, or None without norm_w). q8: as in rms_norm,
+    for the RMSNorm output."""
     T, N = x.shape
     xo = torch.empty_like(x)
     h = torch.empty((T, N), dtype=h_dtype, device=x.device) if norm_w is not None else None
     if T:
+        q, ds, on = _q8_args(q8 if h is not None else None, xo)
         _residual_kernel[(T,)](x, part, S, part.stride(0), part.stride(1),
                                post_w if post_w is not None else x, norm_w if norm_w is not None else x,
-                               xo, h if h is not None else xo, N, float(eps), HAS_POST=post_w is not None,
-                               HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N),
+                               xo, h if h is not None else xo, N, float(eps), q, ds, HAS_POST=post_w is not None,
+                               HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N), Q8=on,
                                num_warps=4 if N * S < 32768 else 8)
     return xo, h
 
 
 @triton.jit
-def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, GELU: tl.constexpr, BLOCK: tl.constexpr):
+def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, q_ptr, ds_ptr, GELU: tl.constexpr,
+                BLOCK: tl.constexpr, Q8: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = c < NF
@@ -166,15 +191,22 @@ def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, GELU: tl.constex
         a = 0.5 * g * (1.0 + (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)))
     else:
         a = g / (1.0 + tl.exp(-g))
-    tl.store(out_ptr + r * NF + c, (a * u).to(out_ptr.dtype.element_ty), mask=ok)
+    y = a * u
+    tl.store(out_ptr + r * NF + c, y.to(out_ptr.dtype.element_ty), mask=ok)
+    if Q8:
+        yq = tl.reshape(y.to(out_ptr.dtype.element_ty).to(tl.float32), (BLOCK // 32, 32))
+        b = tl.program_id(1) * (BLOCK // 32) + tl.arange(0, BLOCK // 32)
+        q8_store(yq, b, q_ptr + r * NF, ds_ptr + r * (NF // 32) * 2, NF)
 
 
-def glu(part: torch.Tensor, S: int, n_ff: int, gelu: bool, out_dtype) -> torch.Tensor:
-    """act(gate) * up from part [S, T, 2 * n_ff] (gate columns first) -> [T, n_ff] in out_dtype."""
+def glu(part: torch.Tensor, S: int, n_ff: int, gelu: bool, out_dtype, q8=None) -> torch.Tensor:
+    """act(gate) * up from part [S, T, 2 * n_ff] (gate columns first) -> [T, n_ff] in out_dtype.
+    q8: as in rms_norm."""
     T = part.shape[1]
     out = torch.empty((T, n_ff), dtype=out_dtype, device=part.device)
     if T:
         block = min(1024, triton.next_power_of_2(n_ff))
-        _glu_kernel[(T, triton.cdiv(n_ff, block))](part, S, part.stride(0), part.stride(1), out, n_ff,
-                                                  GELU=bool(gelu), BLOCK=block, num_warps=4)
+        q, ds, on = _q8_args(q8, out)
+        _glu_kernel[(T, triton.cdiv(n_ff, block))](part, S, part.stride(0), part.stride(1), out, n_ff, q, ds,
+                                                  GELU=bool(gelu), BLOCK=block, Q8=on, num_warps=4)
     return out

@@ -255,19 +255,24 @@ def _check_x(x: torch.Tensor, k: int) -> None:
         raise ValueError(f"expected x of shape (M, {k}) with contiguous rows, got {tuple(x.shape)}")
 
 
-def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+def takes_q8(rows: int) -> bool:
+    """Whether a tile of this many rows runs the int8 decode kernel (its x can come quantized)."""
+    return rows <= DECODE_ROWS and DECODE_KERNEL == "dp4a"
+
+
+def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None, xq=None) -> tuple[torch.Tensor, int]:
     """Partial sums of x @ W.T: (part [S, M, N] float32, S); rows sum as part[0] + ... + part[S-1].
 
     Tiles of up to 16 rows (decode and verify rows) run the decode kernel (DECODE_KERNEL) over the
     first `n_real` rows (an int32 device scalar; default all), others (prompt tiles) the tensor-core
     kernel: a row kind always comes in tiles of one size, so each row is always computed by the same
-    kernel."""
+    kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
     if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "dp4a":
         from engine.kernels import dp4a_gemv
         if n_real is None:
             n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
-        return dp4a_gemv.matmul_parts(x, w, n_real)
+        return dp4a_gemv.matmul_parts(x, w, n_real, xq)
     if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "gemv":
         bn, s, cps = gemv_plan(w.n, w.k)
         part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
@@ -315,9 +320,9 @@ def sum_parts(part: torch.Tensor, s: int) -> torch.Tensor:
     return acc
 
 
-def linear(x: torch.Tensor, w: Packed) -> torch.Tensor:
-    """x (M, K) f32/bf16 @ W.T -> (M, N) in x.dtype, the partials added in order."""
-    return sum_parts(*matmul_parts(x, w)).to(x.dtype)
+def linear(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None) -> torch.Tensor:
+    """x (M, K) f32/bf16 @ W.T -> (M, N) in x.dtype, the partials added in order (n_real: see matmul_parts)."""
+    return sum_parts(*matmul_parts(x, w, n_real)).to(x.dtype)
 
 
 def unpack_values(w: Packed) -> torch.Tensor:

@@ -101,3 +101,26 @@ def test_decode_kernel_bf16_rows(sm):
     ref = x.double() @ unpack(p).double().T
     assert ((y.double() - ref).norm() / ref.norm()).item() < 2e-2
     assert torch.equal(sm.linear(x[3:4].contiguous(), p)[0], y[3])
+
+
+def test_row_kernels_write_the_same_int8_x_as_quantize(dg):
+    """rms_norm, residual_norm and glu give the int8 form of their output (the decode matmul's input)
+    equal to quantize() of that output, bit for bit; 96 wide: a power-of-two block with a masked tail."""
+    fused = importlib.import_module("engine.kernels.fused")
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(3, 96, generator=gen).to(DEV)
+    w = torch.randn(96, generator=gen).to(DEV)
+
+    def same(out, q8):
+        q, ds = dg.quantize(out)
+        assert torch.equal(q8[0], q) and torch.equal(q8[1], ds)
+
+    q8 = dg.buffers(3, 96, DEV)
+    same(fused.rms_norm(x, w, 1e-6, torch.float32, q8), q8)
+    part = torch.randn(2, 3, 96, generator=gen).to(DEV)
+    q8 = dg.buffers(3, 96, DEV)
+    _, h = fused.residual_norm(x, part, 2, None, w, 1e-6, torch.float32, q8)
+    same(h, q8)
+    gu = torch.randn(1, 3, 192, generator=gen).to(DEV)
+    q8 = dg.buffers(3, 96, DEV)
+    same(fused.glu(gu, 1, 96, False, torch.float32, q8), q8)

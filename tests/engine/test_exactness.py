@@ -79,13 +79,13 @@ def test_batch_test_reports_logits_that_differ_with_the_same_tokens(capsys, synt
     """A perturbation too small to change a greedy token still fails: the pick rows must be bit-identical."""
     from engine.stage import Stage
 
-    real = Stage.forward
+    real = Stage.forward_logits
 
     def nudged(self, x, tile):   # rows of several slots in one tile: the batched run only
-        y = real(self, x, tile)
-        return y + 1e-5 if len(set(tile.slot[:tile.n_real].tolist())) > 1 else y
+        y, logits = real(self, x, tile)
+        return (y + 1e-5 if len(set(tile.slot[:tile.n_real].tolist())) > 1 else y), logits
 
-    monkeypatch.setattr(Stage, "forward", nudged)
+    monkeypatch.setattr(Stage, "forward_logits", nudged)
     rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 8)
     assert rc == 2 and "LOGITS DIFFER max|diff|" in out and "tokens identical" in out, out
 

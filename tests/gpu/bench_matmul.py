@@ -142,7 +142,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
         for warps, nr in (configs or []) if m in (1, 8) else []:
             try:
-                row[f"cfg {warps}w/{nr}r"] = time_call(lambda: dg.matmul_parts(x, p, nreal, warps, nr))
+                row[f"cfg {warps}w/{nr}r"] = time_call(lambda: dg.matmul_parts(x, p, nreal, None, warps, nr))
             except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal
                 row[f"cfg {warps}w/{nr}r"] = f"error {type(e).__name__}"
         row["GB/s"] = moved / row["us"] / 1e3

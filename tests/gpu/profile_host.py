@@ -1,0 +1,51 @@
+"""Where a decode step's wall time goes beside the GPU's own work: one stream decoding, on the engine
+in this process, timed plain, then with the GPU kernels' time from torch.profiler (CUDA activity only:
+its host tracing costs more than the steps; and cProfile on the stage thread clashes with the engine
+thread's under Python 3.12).
+
+    python3 tests/gpu/profile_host.py MODEL [STEPS] [DEVICES]
+
+Prints the step time and the GPU kernel time per step (the rest of a step the GPU waits for the host).
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine.core import EngineCore
+from engine.messages import AddRequest, EngineConfig, LoadModel, SamplingParams
+
+
+def main() -> int:
+    model = sys.argv[1]
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
+    out: list = []
+    core = EngineCore(out.append)
+    devices = sys.argv[3] if len(sys.argv) > 3 else "cuda:0"
+    core.handle(LoadModel(config=EngineConfig(model=model, devices=devices, ctx=1024)))
+    core.handle(AddRequest(request_id="a", prompt="Hello there", sampling=SamplingParams(max_tokens=steps * 5,
+                                                                                           ignore_eos=True)))
+    for _ in range(steps):                           # prompt, then warm decode steps
+        core.step()
+    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        core.step()
+    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    print(f"{steps} decode steps: {(time.perf_counter() - t0) / steps * 1e6:.0f} us per step")
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            core.step()
+        torch.cuda.synchronize() if torch.cuda.is_available() else None
+    ka = prof.key_averages()
+    gpu = sum(e.self_device_time_total for e in ka) / steps
+    print(f"GPU kernels {gpu:.0f} us per step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
