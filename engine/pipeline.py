@@ -112,7 +112,8 @@ class Pipeline:
 
     def submit(self, rows: Rows, finish: Callable[[torch.Tensor, Callable], object]) -> Future:
         """Queue a window on stage 0. `finish(hidden, logits_of)` runs on the last stage's thread;
-        `logits_of(row_indices)` gives float32 CPU logits of those rows. Returns its result's future."""
+        `logits_of(row_indices)` gives float32 logits of those rows, on the last stage's device (a greedy
+        pick then moves one integer to the host, not a vocabulary of floats). Returns its result's future."""
         fut: Future = Future()
         self.executors[0].submit(self._run_stage, 0, rows, None, None, finish, fut)
         return fut
@@ -166,7 +167,7 @@ class Pipeline:
 
     def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int],
                 made: dict | None = None) -> torch.Tensor:
-        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the CPU. made:
+        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the stage's device. made:
         the logits a tile's graph already computed (its real rows), by tile start."""
         want = {rows.index[i] for i in idx}
         out = {}
@@ -176,12 +177,12 @@ class Pipeline:
                 if inside and made and a in made:
                     first, last = inside[0] - a, inside[-1] - a
                     lg = (made[a][first:last + 1] if last - first + 1 == len(inside)
-                          else made[a][torch.tensor(inside, device=made[a].device) - a]).cpu()
+                          else made[a][torch.tensor(inside, device=made[a].device) - a])
                     out.update(zip(inside, lg))
                 elif inside:   # the head runs on the whole tile; only the wanted rows travel to the host
                     # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
                     end = a + size if size != self.tiles.decode else inside[-1] + 1
-                    lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a].cpu()
+                    lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a]
                     out.update(zip(inside, lg))
         return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)
 
@@ -189,7 +190,7 @@ class Pipeline:
         """Logits [n, vocab] at every row of one slot's tokens (tests and scoring; uses the slot's KV)."""
         rows = Rows.build(tokens, [slot] * len(tokens), list(range(start, start + len(tokens))),
                           self.tiles, self.scratch_slot)
-        return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens))))).result()
+        return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens)))).cpu()).result()
 
     def close(self) -> None:
         for ex in self.executors:

@@ -80,7 +80,8 @@ def pick_rows(logits: torch.Tensor, p: SamplingParams, history: list[int], posit
     """Picks at the rows of one slot's window. Row i sees the history plus proposals[:i], i.e. exactly
     what it would have seen had the proposals before it been accepted one by one."""
     if is_greedy(p) and not has_penalties(p):
-        return torch.argmax(logits, dim=-1).tolist()
+        return torch.argmax(logits, dim=-1).tolist()      # where the logits are: one int per row travels
+    logits = logits.cpu()                                 # seeded sampling and penalties run on the host
     counts = Counter(history) if has_penalties(p) else None
     out = []
     for i, position in enumerate(positions):

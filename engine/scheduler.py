@@ -165,7 +165,7 @@ class Scheduler:
             n = len(sr.pick_rows)
             v = verdict(sr, logits[at:at + n], seqs[sr.slot].params)
             if seqs[sr.slot].logits is not None:
-                v.logits = logits[at:at + n]
+                v.logits = logits[at:at + n].cpu()
             verdicts.append(v)
             at += n
         proposals = {}

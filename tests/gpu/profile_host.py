@@ -19,6 +19,46 @@ from engine.core import EngineCore
 from engine.messages import AddRequest, EngineConfig, LoadModel, SamplingParams
 
 
+def timed_parts(core, steps: int) -> dict[str, float]:
+    """Run `steps` decode steps with timers around the host-side parts of a step: us per step each."""
+    import engine.graphs as graphs
+    import engine.pipeline as pl
+    import engine.scheduler as sch
+    import engine.stage as st
+
+    total: dict[str, float] = {}
+    patched = []
+
+    def wrap(owner, attr, name):
+        real = getattr(owner, attr)
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                total[name] = total.get(name, 0.0) + time.perf_counter() - t
+        setattr(owner, attr, timed)
+        patched.append((owner, attr, real))
+
+    wrap(sch.Scheduler, "_launch", "scheduler: build the window (engine thread)")
+    wrap(sch.Scheduler, "_commit", "scheduler: commit picks, detokenize, emit (engine thread)")
+    wrap(pl.Pipeline, "_run_stage", "stage thread: whole window")
+    wrap(st.Stage, "embed", "stage: embed the tokens")
+    wrap(graphs.TileGraph, "run", "graph: copy inputs, replay, copy outputs")
+    wrap(torch.cuda.CUDAGraph, "replay", "graph: replay call (launch)")
+    wrap(torch.cuda.Stream, "synchronize", "stream sync (GPU still busy)")
+    wrap(pl.Pipeline, "_logits", "logits to the host")
+    wrap(sch, "verdict", "verdict: picks on the host")
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        core.step()
+    total["step (wall)"] = time.perf_counter() - t0
+    for owner, attr, real in patched:
+        setattr(owner, attr, real)
+    return {k: v / steps * 1e6 for k, v in sorted(total.items(), key=lambda kv: -kv[1])}
+
+
 def main() -> int:
     model = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
@@ -36,6 +76,9 @@ def main() -> int:
         core.step()
     torch.cuda.synchronize() if torch.cuda.is_available() else None
     print(f"{steps} decode steps: {(time.perf_counter() - t0) / steps * 1e6:.0f} us per step")
+    print(f"  host time per step, by part (wall clock inside each call; stream sync = waiting for the GPU):")
+    for name, us in timed_parts(core, steps).items():
+        print(f"  {us:8.1f} us  {name}")
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
