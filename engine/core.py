@@ -107,8 +107,9 @@ class EngineCore:
         if not ids:
             raise RequestError("the prompt is empty")
         if len(ids) >= ctx:
-            raise RequestError(f"the prompt has {len(ids)} tokens but the context holds {ctx}: shorten it or "
-                               f"load with a larger --ctx")
+            raise RequestError(f"the prompt has {len(ids)} tokens but the context holds {ctx} per slot (the model "
+                               f"was loaded with --ctx {ctx}; it was trained on {self.model.cfg.context_length}): "
+                               f"shorten it or load with a larger --ctx")
         if sp.max_tokens < 1 or sp.temperature < 0 or not (0 < sp.top_p <= 1) or sp.top_k < 0:
             raise RequestError("sampling values out of range (max_tokens >= 1, temperature >= 0, 0 < top_p <= 1, top_k >= 0)")
         bad = [t for t in ids if not 0 <= t < self.model.cfg.vocab_size]

@@ -126,9 +126,10 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if config.ctx < 16:
         raise ConfigError(f"--ctx {config.ctx} is too small (at least 16)")
     ctx = config.ctx
-    if ctx > cfg.context_length:
-        notes.append(f"ctx {ctx} is above the model's trained context {cfg.context_length}: using {cfg.context_length}")
-        ctx = cfg.context_length
+    if ctx > cfg.context_length:   # allowed, as llama.cpp does; said once here and in the settings panel
+        notes.append(f"ctx {ctx} is above the model's trained context ({cfg.context_length} tokens): positions "
+                     f"past {cfg.context_length} are outside what it was trained on, so replies there may degrade "
+                     f"(RoPE is not rescaled)")
     groups = layout.slot_groups(config.parallel, config.batch_groups, len(devices))
     if groups.note:
         notes.append(groups.note)

@@ -86,3 +86,30 @@ def test_auto_split_gives_the_drafting_last_stage_fewer_layers(synthetic):
     drafting, notes = last_stage_layers(batch_groups="2", piped_mtp=3)
     assert 1 <= drafting <= plain
     assert any("reads the head and the MTP layer about 4 times per window" in n for n in notes)
+
+
+def test_ctx_above_the_trained_context_is_kept_and_said(synthetic):
+    """--ctx above the model's trained context: loaded as asked (the KV cache holds it), with a note;
+    a prompt that does not fit is refused naming the loaded --ctx and the trained length."""
+    from engine.core import EngineCore
+    from engine.messages import AddRequest, ErrorReply, LoadModel
+
+    path = str(synthetic("llama"))
+    out: list = []
+    core = EngineCore(out.append)
+    trained = None
+    try:
+        core.handle(LoadModel(config=EngineConfig(model=path, devices="cpu", ctx=64)))
+        trained = core.model.cfg.context_length
+        core.handle(LoadModel(config=EngineConfig(model=path, devices="cpu", ctx=trained + 256)))
+        eff = core.model.effective
+        assert eff.ctx == trained + 256
+        assert core.model.pipeline.stages[0].k[0].shape[1] == trained + 256
+        assert any(f"above the model's trained context ({trained} tokens)" in n for n in eff.fallbacks), eff.fallbacks
+        core.handle(AddRequest(request_id="long", token_ids=[5] * (trained + 256)))
+        err = [m for m in out if isinstance(m, ErrorReply)][-1]
+        assert err.request_id == "long" and err.kind == "request"
+        assert f"holds {trained + 256} per slot" in err.message and f"--ctx {trained + 256}" in err.message
+        assert f"trained on {trained}" in err.message
+    finally:
+        core.unload()
