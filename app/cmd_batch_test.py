@@ -88,22 +88,29 @@ def verdict_line(ref, o) -> tuple[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     cfg = engine_config_from_args(args)
+    with local_client(cfg) as eng:
+        return compare(eng, cfg, args)
+
+
+def compare(eng, cfg, args: argparse.Namespace) -> int:
+    """Run one prompt per slot at once on `eng` (an engine client loaded with cfg's layout; `strata soak`
+    passes the worker it has just soaked) against each prompt alone on a fresh one-stage engine; print
+    the report, return the exit code."""
     sp = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                         max_tokens=args.max_tokens, ignore_eos=True)
     solo = msgspec.structs.replace(cfg, devices=cfg.devices.split(",")[0], layer_split="auto", parallel=1,
                                    batch_groups="auto", spec=1, piped_mtp=0)
     reference = {}
-    with local_client(solo) as eng:
+    with local_client(solo) as ref_eng:
         for r in requests(cfg.parallel, sp, "s"):
-            o = run_together(eng, [r])[r.request_id]
+            o = run_together(ref_eng, [r])[r.request_id]
             if o.done.finish_reason == "error" or not o.tokens or len(o.done.logits) != len(o.tokens):
                 why = o.done.error or f"{len(o.tokens)} tokens, {len(o.done.logits)} logits rows"
                 print(f"reference run for prompt {r.request_id[1:]} failed: {why}", file=sys.stderr)
                 return 1
             reference[r.request_id[1:]] = o
-    with local_client(cfg) as eng:
-        eff = eng.ready.config
-        together = run_together(eng, requests(cfg.parallel, sp, "b"))
+    eff = eng.ready.config
+    together = run_together(eng, requests(cfg.parallel, sp, "b"))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)
     print(f"# layout: stages [{stages}], {eff.parallel} slots in groups {eff.groups}, draft {eff.draft} "
           f"spec {eff.spec} piped-mtp {eff.piped_mtp}, T={args.temperature} seed={args.seed}")
