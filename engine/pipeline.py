@@ -167,8 +167,8 @@ class Pipeline:
 
     def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int],
                 made: dict | None = None) -> torch.Tensor:
-        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the stage's device. made:
-        the logits a tile's graph already computed (its real rows), by tile start."""
+        """Logits of the given (real) rows, computed per whole tile (row-invariant), on the stage's device.
+        made: the logits a tile's graph already computed (its real rows), by tile start."""
         want = {rows.index[i] for i in idx}
         out = {}
         with torch.inference_mode():

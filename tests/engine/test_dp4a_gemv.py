@@ -8,24 +8,20 @@ with shifts); on a GPU with the real instruction (tests/gpu/bench_matmul.py chec
 from __future__ import annotations
 
 import importlib
-import os
 
 import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 from engine.kernels.packed import PACKED_TYPES, pack, unpack
-from tests.engine.test_packed import DEV, blocks, row_7_everywhere
+from tests.engine.test_packed import DEV, blocks, kernel_module, row_7_everywhere
 
 TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 
 
 @pytest.fixture(scope="module")
 def dg():
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the first `import triton`
-    pytest.importorskip("triton")
-    return importlib.import_module("engine.kernels.dp4a_gemv")
+    return kernel_module("dp4a_gemv")
 
 
 @pytest.fixture()

@@ -49,12 +49,17 @@ def test_stacked_rows_are_views_of_the_same_values():
         cat([pack(a, QT.Q4_K, 512), pack(blocks(QT.Q8_0, 2, 512), QT.Q8_0, 512)])
 
 
-@pytest.fixture(scope="module")
-def sm():
+def kernel_module(name: str):
+    """engine.kernels.<name>, under TRITON_INTERPRET=1 without a GPU; skips the test without triton."""
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")   # must precede the first `import triton`
     pytest.importorskip("triton")
-    return importlib.import_module("engine.kernels.stream_matmul")
+    return importlib.import_module(f"engine.kernels.{name}")
+
+
+@pytest.fixture(scope="module")
+def sm():
+    return kernel_module("stream_matmul")
 
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"

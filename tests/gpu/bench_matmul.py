@@ -88,7 +88,8 @@ def check(qt, n, k) -> list[str]:
         fails.append(f"{qt.name} {n}x{k}: prompt tile bf16 rel err {errp:.2e}")
     yf = sm.linear(x.float(), p)
     errf = ((yf.double() - yr).norm() / yr.norm()).item()
-    print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
+    print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  "
+          f"f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
 

@@ -54,7 +54,8 @@ def main() -> int:
                 kern[name] = kern.get(name, 0.0) + e.device_time / REPS
                 count[name] = count.get(name, 0) + 1
         total = sum(kern.values())
-        print(f"\n== {n_real} real rows of {rows}: {lm.cfg.n_layers} layers, replay {per:.0f} us, kernels {total:.0f} us, "
+        print(f"\n== {n_real} real rows of {rows}: {lm.cfg.n_layers} layers, replay {per:.0f} us, "
+              f"kernels {total:.0f} us, "
               f"idle between kernels {per - total:.0f} us, {sum(count.values()) // REPS} kernels per replay")
         for name, us in sorted(kern.items(), key=lambda kv: -kv[1])[:14]:
             print(f"  {us:8.1f} us  {count[name] // REPS:4d}x  {name}")
