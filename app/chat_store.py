@@ -99,11 +99,31 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
 class ChatStore:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "chats.sqlite3"
+        self.notes: list[str] = []    # what happened while opening (a damaged file moved aside)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as e:        # not a database, or damaged past reading: keep it, start anew
+            if getattr(self, "db", None) is not None:
+                self.db.close()
+            stamp = int(time.time())
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            shutil.move(self.path, aside)
+            for extra in ("-wal", "-shm"):
+                side = self.path.with_name(self.path.name + extra)
+                if side.exists():
+                    shutil.move(side, aside.with_name(aside.name + extra))
+            self.notes.append(f"the chat database was unreadable ({e}); moved to {aside.name}, a new one started")
+            self._open()
+
+    def _open(self) -> None:
         existed = self.path.exists() and self.path.stat().st_size > 0
         self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit BEGIN in migrate
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA journal_mode = WAL")
+        check = [r[0] for r in self.db.execute("PRAGMA quick_check").fetchall()]   # damage shows here, not mid-chat
+        if check != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(map(str, check[:3])))
         v = schema_version(self.db)
         if existed and 0 < v < SCHEMA_VERSION:
             self.db.execute("PRAGMA wal_checkpoint(FULL)")

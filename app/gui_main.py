@@ -52,7 +52,7 @@ class App:
         self.api = ApiServerControl(self.bridge)
         self.window = MainWindow(self.settings, self.store, self.bridge, probe=probe_model,
                                  theme_manager=self.theme, api_control=self.api)
-        for note in self.settings.notes:
+        for note in self.settings.notes + self.store.notes:
             self.window.flash(note, 15000)
         self.config = startup_config(self.settings.engine_config(), args)
         self.window.settings_panel.set_config(self.config)

@@ -102,3 +102,30 @@ def test_list_orders_by_last_activity(store):
     store.add_message(a.id, "user", "x")
     assert [c.title for c in store.list_conversations()] == ["a", "b"]
     assert b.id > a.id
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_unreadable_database_is_moved_aside_and_a_new_one_started(tmp_path, damage):
+    """Crash drill: a chat database that is not one (or was cut short) is kept beside, untouched, the
+    store starts empty and says so (the app flashes the note); nothing raises at startup."""
+    path = tmp_path / "chats.sqlite3"
+    s = ChatStore(path)
+    c = s.create_conversation("kept")
+    s.add_message(c.id, "user", "hello")
+    s.close()
+    raw = path.read_bytes()
+    bad = b"this is not a database " * 200 if damage == "garbage" else raw[:len(raw) // 3]
+    path.write_bytes(bad)
+    for side in tmp_path.glob("chats.sqlite3-*"):
+        side.unlink()
+    s2 = ChatStore(path)
+    try:
+        assert s2.list_conversations() == []
+        assert len(s2.notes) == 1 and "unreadable" in s2.notes[0] and "moved to chats.sqlite3.corrupt-" in s2.notes[0]
+        aside = list(tmp_path.glob("chats.sqlite3.corrupt-*"))
+        assert [p.read_bytes() for p in aside if not p.name.endswith(("-wal", "-shm"))] == [bad]
+        c2 = s2.create_conversation("new")
+        s2.add_message(c2.id, "user", "again")
+        assert [m.content for m in s2.messages(c2.id)] == ["again"]
+    finally:
+        s2.close()
