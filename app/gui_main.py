@@ -34,7 +34,8 @@ class App:
 
         from app.api_control import ApiServerControl
         from app.chat_store import ChatStore
-        from app.settings import Settings
+        from app.instance_lock import InstanceLock
+        from app.settings import Settings, data_dir
         from ui.engine_bridge import EngineBridge
         from ui.main_window import MainWindow
         from ui.theme import ThemeManager, app_icon
@@ -44,6 +45,7 @@ class App:
         self.qapp.setOrganizationName("Strata Studio")
         self.qapp.setDesktopFileName("strata-studio")
         self.qapp.setWindowIcon(app_icon())
+        self.lock = InstanceLock(data_dir()).acquire()       # AlreadyRunning: another app owns this folder
         self.settings = Settings()
         theme_mode = getattr(args, "theme", None) or self.settings.data.get("theme", "system")
         self.theme = ThemeManager(self.qapp, theme_mode)
@@ -67,10 +69,20 @@ class App:
         self.bridge.shutdown().join(timeout)
         self.store.close()
         self.theme.setParent(None)           # stop following the system scheme for this (closed) app
+        self.lock.release()
 
 
 def run(args: argparse.Namespace) -> int:
-    app = App(args)
+    from app.instance_lock import AlreadyRunning
+
+    try:
+        app = App(args)
+    except AlreadyRunning as e:              # a second app on the same data: say so, change nothing
+        from PySide6.QtWidgets import QMessageBox
+
+        print(e, file=sys.stderr)
+        QMessageBox.warning(None, "Strata Studio", str(e))
+        return 1
     app.window.show()
     try:
         return app.qapp.exec()

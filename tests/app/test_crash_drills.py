@@ -2,7 +2,8 @@
 processes. Each time the client says what happened (EngineDead naming SIGKILL, state "crashed"), the
 process that hosts it stays up, and one action (restart) brings back the same configuration, which
 then answers. Mid-reply on the default model is tests/app/test_worker.py::test_kill9_mid_reply_then_restart;
-the app's side (the cut reply kept as "interrupted", one restart button) is tests/ui/test_errors.py."""
+the app's side (the cut reply kept as "interrupted", one restart button) is tests/ui/test_errors.py; a
+load too large for the device is the last drill here; two apps on one data folder: tests/ui/test_instances.py."""
 from __future__ import annotations
 
 import os
@@ -82,5 +83,25 @@ def test_kill9_during_a_reply_with_piped_drafts(synthetic):
         killed(c, old, e)
         ready = recovers(c, old, piped_mtp=2, parallel=2)
         assert [s.device for s in ready.config.stages] == ["cpu", "cpu"]
+    finally:
+        c.close()
+
+
+def test_a_load_too_large_for_the_device_is_a_clear_error_and_the_worker_stays():
+    """Too large for the device (here the KV cache of a huge context on the CPU): one error naming the
+    stage, the device and the bytes, before anything is allocated; the same worker then loads a model
+    that fits."""
+    from app.engine_client import EngineFailure
+
+    c = connect_worker(timeout=60)
+    try:
+        pid = c.transport.pid
+        with pytest.raises(EngineFailure) as e:
+            c.load(EngineConfig(model="default", ctx=1_000_000, parallel=64), timeout=120)
+        msg = e.value.reply.message
+        assert e.value.reply.kind == "oom" and "stage 0 (cpu) needs" in msg and "GiB is free" in msg, msg
+        assert c.state == "stopped" and c.transport.pid == pid and not gone(pid)
+        ready = c.load(EngineConfig(model="default"), timeout=120)
+        assert ready.config.ctx == 2048 and c.transport.pid == pid
     finally:
         c.close()
