@@ -96,6 +96,23 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     return start
 
 
+class StoreFull(RuntimeError):
+    """The disk under the chat store is full: the change in hand was not saved (everything before it is)."""
+
+
+class _Connection(sqlite3.Connection):
+    """sqlite3's connection, whose writes report a full disk as StoreFull with the file and what to do."""
+
+    def execute(self, *args):
+        try:
+            return super().execute(*args)
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(e):
+                raise StoreFull(f"the disk under the chat store is full ({self.store_path}): this change was not "
+                                f"saved; earlier messages are safe. Free some space and try again.") from e
+            raise
+
+
 class ChatStore:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "chats.sqlite3"
@@ -117,7 +134,8 @@ class ChatStore:
 
     def _open(self) -> None:
         existed = self.path.exists() and self.path.stat().st_size > 0
-        self.db = sqlite3.connect(self.path, isolation_level=None)  # autocommit; explicit BEGIN in migrate
+        self.db = sqlite3.connect(self.path, isolation_level=None, factory=_Connection)  # autocommit; BEGIN in migrate
+        self.db.store_path = self.path
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA journal_mode = WAL")

@@ -56,11 +56,28 @@ class App:
                                  theme_manager=self.theme, api_control=self.api)
         for note in self.settings.notes + self.store.notes:
             self.window.flash(note, 15000)
+        self._show_store_errors()
         self.config = startup_config(self.settings.engine_config(), args)
         self.window.settings_panel.set_config(self.config)
         self._transport_options = transport_options or {}
         if start_engine:
             self.window.engine.start(self.config, **self._transport_options)
+
+    def _show_store_errors(self) -> None:
+        """A chat-store write that fails in a Qt slot (a full disk) is said in the window, not only printed:
+        the app stays up and the action can be tried again once there is room. Other errors go on to the
+        previous hook."""
+        from app.chat_store import StoreFull
+
+        previous, window = sys.excepthook, self.window
+
+        def hook(kind, value, tb):
+            if isinstance(value, StoreFull):
+                window.flash(str(value), 30000)
+            else:
+                previous(kind, value, tb)
+        sys.excepthook = hook
+        self._previous_hook = previous
 
     def close(self, timeout: float = 10.0) -> None:
         """Close the window (saves layout, marks cut replies), stop the engine, close the store."""
@@ -70,6 +87,7 @@ class App:
         self.store.close()
         self.theme.setParent(None)           # stop following the system scheme for this (closed) app
         self.lock.release()
+        sys.excepthook = getattr(self, "_previous_hook", sys.excepthook)
 
 
 def run(args: argparse.Namespace) -> int:

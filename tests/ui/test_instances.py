@@ -52,3 +52,28 @@ def test_lock_names_the_other_process_and_dies_with_it(tmp_path):
     lock = InstanceLock(tmp_path).acquire()
     assert time.monotonic() - t0 < 1.0
     lock.release()
+
+
+def test_full_disk_under_the_chat_store_is_said_and_loses_nothing(qtbot, home):
+    """Crash drill: the chat store's disk fills up (SQLite's page limit stands in for it). A write from
+    the window fails with a note in the status bar, the app stays up, earlier messages are kept, and
+    the same action works again once there is room."""
+    from PySide6.QtCore import QTimer
+
+    from app.gui_main import App
+
+    app = App(None, start_engine=False)
+    qtbot.addWidget(app.window)
+    try:
+        c = app.store.create_conversation("before")
+        app.store.add_message(c.id, "user", "saved before the disk filled")
+        pages = app.store.db.execute("PRAGMA page_count").fetchone()[0]
+        app.store.db.execute(f"PRAGMA max_page_count = {pages}")
+        QTimer.singleShot(0, lambda: app.store.add_message(c.id, "assistant", "x" * 200_000))   # as a slot would
+        qtbot.waitUntil(lambda: "disk under the chat store is full" in app.window.note_label.text(), timeout=5000)
+        assert [m.content for m in app.store.messages(c.id)] == ["saved before the disk filled"]
+        app.store.db.execute("PRAGMA max_page_count = 1073741823")                   # room again
+        app.store.add_message(c.id, "assistant", "x" * 200_000)
+        assert len(app.store.messages(c.id)) == 2
+    finally:
+        app.close()
