@@ -267,3 +267,20 @@ def test_token_latency(client):
     # latency itself is printed above, not asserted: speed figures belong to `strata bench`)
     assert all(e <= r <= c for e, r, c in zip(emitted, reader_t, consumer_t))
     assert emitted == sorted(emitted) and reader_t == sorted(reader_t) and consumer_t == sorted(consumer_t)
+
+
+def test_tcp_loopback_transport_as_on_windows(monkeypatch):
+    """Where ipc:// sockets do not exist (Windows), the worker listens on loopback TCP (any free port),
+    still behind the per-launch secret: the same handshake, replies and shutdown."""
+    import app.engine_process as ep
+
+    monkeypatch.setattr(ep, "_default_endpoint", lambda: ("tcp://127.0.0.1:0", None))
+    c = connect_worker(EngineConfig(model="default"), timeout=60)
+    try:
+        assert c.transport._launch.endpoint.startswith("tcp://127.0.0.1:")
+        text, done = c.submit(req("tcp", n=4)).result(60)
+        assert done.completion_tokens == 4 and text
+        pid = c.transport.pid
+    finally:
+        c.close()
+    assert gone(pid)
