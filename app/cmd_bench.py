@@ -12,6 +12,7 @@ import time
 
 import msgspec
 
+from app import bench_prompts
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
@@ -25,7 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_engine_flags(p)
     p.add_argument("--streams", default="1,2,4", help="comma-separated concurrent stream counts")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--prompt-tokens", type=int, default=64, help="approximate prompt length per stream")
+    p.add_argument("--prompt-tokens", type=int, default=64,
+                   help="approximate prompt length per stream (the filler kind; the others are their own length)")
+    p.add_argument("--prompt-kind", choices=bench_prompts.KINDS, default="filler",
+                   help="filler text, or a bundled code / prose / edit (return a file with one rename) prompt")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", action="store_true")
 
@@ -38,8 +42,10 @@ def bench_prompt(n_tokens: int, tag: str) -> str:
 
 def run_level(eng, n: int, args, tag: str) -> dict:
     sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
-    reqs = [AddRequest(request_id=f"{tag}{i}", prompt=bench_prompt(args.prompt_tokens, f"{tag}{i}"),
-                       sampling=msgspec.structs.replace(sp, seed=i)) for i in range(n)]
+    kind = getattr(args, "prompt_kind", "filler")
+    reqs = [AddRequest(request_id=f"{tag}{i}", sampling=msgspec.structs.replace(sp, seed=i),
+                       prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}")))
+            for i in range(n)]
     tel: list[Telemetry] = []
     t0 = time.monotonic()
     out = run_together(eng, reqs, tel.append)
@@ -55,7 +61,8 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     accepted = sum(d.drafts_accepted for d in dones)
     windows = sum(d.windows for d in dones)
     return {
-        "streams": n, "wall_s": round(wall, 2),
+        "streams": n, "wall_s": round(wall, 2), "prompt_kind": kind,
+        "prompt_tokens": round(sum(d.prompt_tokens for d in dones) / n, 1),
         "tok_s_per_stream": round(sum(decode_rates) / len(decode_rates), 2) if decode_rates else 0.0,
         # the streams' decode rates added up while they run together (llama-batched-bench's S_TG)
         "tok_s_decode": round(sum(decode_rates), 2),

@@ -27,3 +27,19 @@ def test_bench_figures_add_up(capsys, synthetic, extra):
         else:
             assert 0 < r["drafts_offered"] and 0 <= r["drafts_accepted"] <= r["drafts_offered"]
             assert r["tokens_per_window"] >= 1.0
+
+
+def test_prompt_kinds_edit_copies_and_drafts_pay_there(capsys):
+    """The bundled prompt kinds (issue 17, item 3) on the default model with prompt-lookup drafts: the
+    edit prompt (return a file with one rename) is answered mostly by copying, so its windows carry far
+    more tokens than prose does; each kind's prompt is its own bundled text."""
+    got = {}
+    for kind in ("edit", "prose"):
+        rc = main(["bench", "--prompt-kind", kind, "--streams", "1", "--max-tokens", "48", "--spec", "4",
+                   "--draft", "lookup", "--json"])
+        assert rc == 0
+        got[kind] = json.loads(capsys.readouterr().out)["results"][0]
+    assert all(r["prompt_kind"] == k for k, r in got.items())
+    assert got["edit"]["prompt_tokens"] > 200 and got["prose"]["prompt_tokens"] > 150
+    assert got["edit"]["tokens_per_window"] >= 2.5 > got["prose"]["tokens_per_window"], got
+    assert got["edit"]["acceptance"] > got["prose"]["acceptance"], got
