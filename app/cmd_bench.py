@@ -16,7 +16,7 @@ from app import bench_prompts
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
-from engine.messages import AddRequest, SamplingParams, Telemetry
+from engine.messages import AddRequest, SamplingParams, Telemetry, TokenDelta
 
 BENCH_TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
               "books were made, how ideas travelled and who could read them. ")
@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-kind", choices=bench_prompts.KINDS, default="filler",
                    help="filler text, or a bundled code / prose / edit (return a file with one rename) prompt")
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--read-beside", type=int, default=0, metavar="N",
+                   help="also measure one stream decoding while another reads an N-token prompt: the decoding "
+                        "stream's longest gap between tokens, and the read's tok/s against the same read alone")
     p.add_argument("--json", action="store_true")
 
 
@@ -81,16 +84,17 @@ def run_level(eng, n: int, args, tag: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.streams.split(",") if x.strip()]
     cfg = engine_config_from_args(args)
-    cfg = msgspec.structs.replace(cfg, parallel=max(cfg.parallel, *levels))
+    cfg = msgspec.structs.replace(cfg, parallel=max(cfg.parallel, *levels, 2 if args.read_beside else 1))
     with local_client(cfg) as eng:
         eff = eng.ready.config
         run_level(eng, 1, _warm(args), "w")
         rows = [run_level(eng, n, args, f"b{n}_") for n in levels]
+        beside = read_beside(eng, args.read_beside) if args.read_beside else None
     layout = {"stages": [f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages], "groups": eff.groups,
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
               "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
     if args.json:
-        print(json.dumps({"layout": layout, "results": rows}))
+        print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {})}))
         return 0
     print(f"# {layout['model']}: stages {layout['stages']}, groups {layout['groups']}, draft {layout['draft']} "
           f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}, {layout['dtype']}, load {layout['load_s']} s")
@@ -102,7 +106,55 @@ def run(args: argparse.Namespace) -> int:
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:
         print("  ".join(f"{str(r[c]):>{width[c]}}" for c in cols))
+    if beside:
+        b = beside
+        print(f"# read beside a decoding stream: {b['prompt_tokens']} prompt tokens at {b['read_tok_s_beside']} tok/s "
+              f"({b['read_tok_s_alone']} alone, {b['read_speed_vs_alone']:.0%}); the decoding stream's longest gap "
+              f"{b['longest_gap_ms']} ms during the read (median {b['median_gap_before_ms']} ms before it)")
     return 0
+
+
+def read_beside(eng, n_tokens: int) -> dict:
+    """One stream decodes; once it has emitted a few tokens another stream's n-token prompt is read.
+    Returns the decoding stream's longest gap between two tokens while the prompt is read (and its
+    median gap before), and the read's tok/s beside the stream against the same read alone."""
+    import statistics
+    import threading
+
+    def long_request(tag: str) -> AddRequest:
+        return AddRequest(request_id=f"read-{tag}", prompt=bench_prompt(n_tokens, f"read {tag}"),
+                          sampling=SamplingParams(max_tokens=1, ignore_eos=True))
+
+    alone = run_together(eng, [long_request("alone")])["read-alone"].done
+    stamps: list[float] = []
+    started = threading.Event()
+
+    def decode() -> None:
+        for ev in eng.submit(AddRequest(request_id="decoder", prompt=bench_prompt(16, "decoder"),
+                                        sampling=SamplingParams(max_tokens=100_000, ignore_eos=True))):
+            if isinstance(ev, TokenDelta):
+                stamps.append(time.monotonic())
+                if len(stamps) == 8:
+                    started.set()
+        started.set()
+    t = threading.Thread(target=decode, daemon=True)
+    t.start()
+    started.wait(600)
+    t0 = time.monotonic()
+    done = run_together(eng, [long_request("beside")])["read-beside"].done
+    t1 = time.monotonic()
+    eng.abort("decoder")
+    t.join(60)
+    before = [b - a for a, b in zip(stamps, stamps[1:]) if b <= t0]
+    during = [b - a for a, b in zip(stamps, stamps[1:]) if b > t0 and a < t1]
+
+    def read_rate(d) -> float:
+        return round((d.prompt_tokens - d.cached_tokens) / max(1e-9, d.prompt_s), 1)
+    return {"prompt_tokens": done.prompt_tokens, "read_tok_s_alone": read_rate(alone),
+            "read_tok_s_beside": read_rate(done), "read_speed_vs_alone": round(read_rate(done) / read_rate(alone), 3),
+            "longest_gap_ms": round(1000 * max(during, default=0.0), 1),
+            "median_gap_before_ms": round(1000 * statistics.median(before), 1) if before else None,
+            "tokens_during_read": len(during)}
 
 
 def _warm(args):

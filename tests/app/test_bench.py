@@ -43,3 +43,15 @@ def test_prompt_kinds_edit_copies_and_drafts_pay_there(capsys):
     assert got["edit"]["prompt_tokens"] > 200 and got["prose"]["prompt_tokens"] > 150
     assert got["edit"]["tokens_per_window"] >= 2.5 > got["prose"]["tokens_per_window"], got
     assert got["edit"]["acceptance"] > got["prose"]["acceptance"], got
+
+
+def test_read_beside_a_decoding_stream(capsys, synthetic):
+    """--read-beside (issue 14, item 3): one stream decodes while another's long prompt is read; the
+    report has the read's speed beside the stream and alone, and the stream's longest gap during the read."""
+    rc = main(["bench", "--model", str(synthetic("llama")), "--streams", "1", "--max-tokens", "8",
+               "--read-beside", "400", "--json"])
+    assert rc == 0
+    b = json.loads(capsys.readouterr().out)["read_beside"]
+    assert b["prompt_tokens"] > 250 and b["read_tok_s_alone"] > 0 and b["read_tok_s_beside"] > 0
+    assert b["read_speed_vs_alone"] == pytest.approx(b["read_tok_s_beside"] / b["read_tok_s_alone"], abs=1e-3)
+    assert b["median_gap_before_ms"] > 0 and b["longest_gap_ms"] >= b["median_gap_before_ms"]
