@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import threading
 import time
 
 import msgspec
@@ -118,9 +120,6 @@ def read_beside(eng, n_tokens: int) -> dict:
     """One stream decodes; once it has emitted a few tokens another stream's n-token prompt is read.
     Returns the decoding stream's longest gap between two tokens while the prompt is read (and its
     median gap before), and the read's tok/s beside the stream against the same read alone."""
-    import statistics
-    import threading
-
     def long_request(tag: str) -> AddRequest:
         return AddRequest(request_id=f"read-{tag}", prompt=bench_prompt(n_tokens, f"read {tag}"),
                           sampling=SamplingParams(max_tokens=1, ignore_eos=True))

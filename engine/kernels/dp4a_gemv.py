@@ -13,8 +13,9 @@ result depends only on that row: each program owns BN weight rows and the whole 
 16-byte vector of codes per step, and a row's partial sums are added in one fixed order (lanes, then
 one shuffle tree) whatever the number of rows in the tile.
 
-Rows: the real row count is read on the device (one captured graph serves 1..T rows) and picks a pass
-that holds 1, 2, 4 or 8 rows in registers (two passes of 8 for 9..16); rows T' < T get zeros.
+Rows: the real row count is read on the device (one captured graph serves 1..T rows); the real rows
+run one after another through the same code (a row's arithmetic cannot depend on the others), each
+re-reading the program's weight rows from cache; rows T' < T get zeros.
 Importing this module imports triton. Under the Triton interpreter dp4a is computed with shifts.
 """
 from __future__ import annotations
@@ -28,8 +29,8 @@ import triton.language as tl
 from engine.kernels.packed import Packed
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-# every FMA is written out (tl.fma) and no other multiply-add is fused, so a row's arithmetic is the same
-# instructions in each of the row passes below, whatever the compiler does with their different shapes
+# every FMA is written out (tl.fma) and no other multiply-add is fused: the float arithmetic is the one
+# this source spells, not a choice the compiler may make differently for another kernel shape
 NO_FUSION = {} if INTERPRET else {"enable_fp_fusion": False}
 
 
@@ -90,9 +91,9 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr, RB: tl.constexpr,
+def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr):
-    """Rows [r0, r0 + RB) (those < M real) times weight rows n_raw, stored to part.
+    """Row r0 (real when < M) times weight rows n_raw, stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
@@ -107,6 +108,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         WU: tl.constexpr = 4
         U = K // 32
     NB = K // 32                        # 32-value x blocks per row
+    RB: tl.constexpr = 1                               # the tiles' leading (row) dim: one row
     full = tl.zeros((RB, BN, L), dtype=tl.int32)      # every tensor at full shape: one layout
     r3 = r0 + tl.arange(0, RB)[:, None, None] + full
     rok3 = r3 < M
@@ -200,7 +202,7 @@ def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M):           # one row at a time, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, 1, BN, L, EVEN, INTERP)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP)
     zero = tl.zeros((BN,), dtype=tl.float32)
     for r in range(M, T):
         tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)

@@ -32,11 +32,12 @@ def _sum_parts(part_ptr, S, stride_ps, offs, mask):
 
 
 @triton.jit
-def _q8(y, out_ptr, q_ptr, ds_ptr, r, N, BLOCK: tl.constexpr):
-    """The int8 decode matmul's x (engine.kernels.dp4a_gemv) from this row's output y, as rounded to
-    the output dtype: what dp4a_gemv.quantize would make of the stored row."""
+def _q8(y, out_ptr, q_ptr, ds_ptr, r, N, c0, BLOCK: tl.constexpr):
+    """The int8 decode matmul's x (engine.kernels.dp4a_gemv) from y, this program's BLOCK outputs of
+    row r starting at column c0, as rounded to the output dtype: what dp4a_gemv.quantize would make of
+    the stored row."""
     yq = tl.reshape(y.to(out_ptr.dtype.element_ty).to(tl.float32), (BLOCK // 32, 32))
-    q8_store(yq, tl.arange(0, BLOCK // 32), q_ptr + r * N, ds_ptr + r * (N // 32) * 2, N)
+    q8_store(yq, c0 // 32 + tl.arange(0, BLOCK // 32), q_ptr + r * N, ds_ptr + r * (N // 32) * 2, N)
 
 
 @triton.jit
@@ -50,7 +51,7 @@ def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, q_ptr, ds_ptr
     y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
     tl.store(out_ptr + r * stride_o + c, y.to(out_ptr.dtype.element_ty), mask=ok)
     if Q8:
-        _q8(y, out_ptr, q_ptr, ds_ptr, r, N, BLOCK)
+        _q8(y, out_ptr, q_ptr, ds_ptr, r, N, 0, BLOCK)
 
 
 def _q8_args(q8, out: torch.Tensor) -> tuple:
@@ -157,7 +158,7 @@ def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_pt
         y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
         tl.store(h_ptr + r * N + c, y.to(h_ptr.dtype.element_ty), mask=ok)
         if Q8:
-            _q8(y, h_ptr, q_ptr, ds_ptr, r, N, BLOCK)
+            _q8(y, h_ptr, q_ptr, ds_ptr, r, N, 0, BLOCK)
 
 
 def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, eps: float, h_dtype, q8=None):
@@ -194,9 +195,7 @@ def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, q_ptr, ds_ptr, G
     y = a * u
     tl.store(out_ptr + r * NF + c, y.to(out_ptr.dtype.element_ty), mask=ok)
     if Q8:
-        yq = tl.reshape(y.to(out_ptr.dtype.element_ty).to(tl.float32), (BLOCK // 32, 32))
-        b = tl.program_id(1) * (BLOCK // 32) + tl.arange(0, BLOCK // 32)
-        q8_store(yq, b, q_ptr + r * NF, ds_ptr + r * (NF // 32) * 2, NF)
+        _q8(y, out_ptr, q_ptr, ds_ptr, r, NF, tl.program_id(1) * BLOCK, BLOCK)
 
 
 def glu(part: torch.Tensor, S: int, n_ff: int, gelu: bool, out_dtype, q8=None) -> torch.Tensor:

@@ -268,17 +268,16 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel: a row kind always comes in tiles of one size, so each row is always computed by the same
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
-    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "dp4a":
+    decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "gemv")
+    if decode and n_real is None:
+        n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
+    if takes_q8(x.shape[0]):
         from engine.kernels import dp4a_gemv
-        if n_real is None:
-            n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
         return dp4a_gemv.matmul_parts(x, w, n_real, xq)
-    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL == "gemv":
+    if decode:
         bn, s, cps = gemv_plan(w.n, w.k)
         part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
         if x.shape[0]:
-            if n_real is None:
-                n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
             launch_gemv(x, n_real, w, part, bn, s, cps)
         return part, s
     bn, s, cps = plan(w.n, w.k)

@@ -134,11 +134,11 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             fn = lambda: sm.launch(x, p, part, bn, s, cps)  # noqa: E731
             gemv = None
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
-        mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
         row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
                "plan": [bn, s, cps], "us": time_call(fn)}
         if gemv is not None:
             row["gemv_us"] = time_call(gemv)
+            mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
             row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
         for warps, nr in (configs or []) if m in (1, 8) else []:

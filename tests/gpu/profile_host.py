@@ -19,6 +19,12 @@ from engine.core import EngineCore
 from engine.messages import AddRequest, EngineConfig, LoadModel, SamplingParams
 
 
+def sync() -> None:
+    """Wait for the GPU (a CPU dry run of this script has none)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timed_parts(core, steps: int) -> dict[str, float]:
     """Run `steps` decode steps with timers around the host-side parts of a step: us per step each."""
     import engine.graphs as graphs
@@ -70,11 +76,11 @@ def main() -> int:
                                                                                            ignore_eos=True)))
     for _ in range(steps):                           # prompt, then warm decode steps
         core.step()
-    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    sync()
     t0 = time.perf_counter()
     for _ in range(steps):
         core.step()
-    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    sync()
     print(f"{steps} decode steps: {(time.perf_counter() - t0) / steps * 1e6:.0f} us per step")
     print(f"  host time per step, by part (wall clock inside each call; stream sync = waiting for the GPU):")
     for name, us in timed_parts(core, steps).items():
@@ -83,7 +89,7 @@ def main() -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             core.step()
-        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        sync()
     ka = prof.key_averages()
     gpu = sum(e.self_device_time_total for e in ka) / steps
     print(f"GPU kernels {gpu:.0f} us per step")

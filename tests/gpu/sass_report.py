@@ -2,7 +2,7 @@
 ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
-    python3 tests/gpu/sass_report.py [mma|gemv] [KIND] [BN] [WARPS]
+    python3 tests/gpu/sass_report.py [mma|gemv|dp4a] [KIND] [BN] [WARPS]     (dp4a: env L = lanes, default 32)
 
 KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
 - mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
@@ -41,16 +41,21 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     elif which == "dp4a":
         sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
-               "BN": "constexpr", "L": "constexpr", "INTERP": "constexpr"}
-        fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "INTERP": False}
+               "BN": "constexpr", "L": "constexpr", "EVEN": "constexpr", "INTERP": "constexpr"}
+        fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
+                                      "INTERP": False}
     else:
         sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
                "BN": "constexpr", "EVEN_K": "constexpr"}
         fn, const = sm._gemv_kernel, {"KIND": kind, "BN": bn, "EVEN_K": True}
     order = list(fn.arg_names)
     sig = {name: sig[name] for name in order}
-    src = ASTSource(fn=fn, signature=sig, constexprs=const)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": sm.STAGES})
+    attrs, options = {}, {"num_warps": warps, "num_stages": sm.STAGES}
+    if which == "dp4a":   # as launched: 16-byte aligned tensors (what the JIT sees at run time), no fp fusion
+        attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a == "K"}
+        options["enable_fp_fusion"] = False
+    src = ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def main() -> int:
