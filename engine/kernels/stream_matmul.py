@@ -229,7 +229,8 @@ WARPS = int(os.environ.get("STRATA_SMM_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_SMM_STAGES", "3"))
 BN_FORCE = int(os.environ.get("STRATA_SMM_BN", "0"))
 DECODE_ROWS = 16                                                       # tiles up to this size: decode kernel
-# decode tiles: "dp4a" (int8 activations, CUDA-core int8 dot products: engine.kernels.dp4a_gemv), "gemv"
+# decode tiles: "dp4a" (int8 activations, CUDA-core int8 dot products: engine.kernels.dp4a_gemv), "imma"
+# (the same int8 activations on int8 tensor cores, 16 rows for the cost of one: engine.kernels.imma_matmul), "gemv"
 # (CUDA cores in float32) or "mma" (tensor cores, the prompt tiles' kernel). One choice for the whole run:
 # every decode row is then computed by the same kernel. Measured in tests/gpu/bench_matmul.py.
 DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
@@ -257,7 +258,7 @@ def _check_x(x: torch.Tensor, k: int) -> None:
 
 def takes_q8(rows: int) -> bool:
     """Whether a tile of this many rows runs the int8 decode kernel (its x can come quantized)."""
-    return rows <= DECODE_ROWS and DECODE_KERNEL == "dp4a"
+    return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma")
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None, xq=None) -> tuple[torch.Tensor, int]:
@@ -268,9 +269,12 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel: a row kind always comes in tiles of one size, so each row is always computed by the same
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
-    decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "gemv")
+    decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv")
     if decode and n_real is None:
         n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
+    if takes_q8(x.shape[0]) and DECODE_KERNEL == "imma":
+        from engine.kernels import imma_matmul
+        return imma_matmul.matmul_parts(x, w, n_real, xq)
     if takes_q8(x.shape[0]):
         from engine.kernels import dp4a_gemv
         return dp4a_gemv.matmul_parts(x, w, n_real, xq)

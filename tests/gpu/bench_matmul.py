@@ -21,6 +21,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from triton.testing import do_bench_cudagraph
 
 from engine.kernels import dp4a_gemv as dg
+from engine.kernels import imma_matmul as im
 from engine.kernels import quant_matmul as old
 from engine.kernels import stream_matmul as sm
 from engine.kernels.packed import pack, unpack
@@ -80,6 +81,19 @@ def check(qt, n, k) -> list[str]:
         ys = sm.linear(x[m:m + 1].contiguous(), p)
         if not torch.equal(ys[0], y[m]):
             fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
+    sixteen = torch.tensor([16], device="cuda")
+    ipart, s_ = im.matmul_parts(x, p, sixteen)                      # the int8 tensor-core kernel
+    iy = sm.sum_parts(ipart, s_)
+    erri = ((iy.double() - xd.double() @ ref.double().T).norm() / yr.norm()).item()
+    if not erri < 1e-5:
+        fails.append(f"{qt.name} {n}x{k}: imma kernel vs its int8 x: rel err {erri:.2e}")
+    ipart5, _ = im.matmul_parts(x, p, torch.tensor([5], device="cuda"))
+    if ipart5[:, 5:].any() or not torch.equal(ipart5[:, :5], ipart[:, :5]):
+        fails.append(f"{qt.name} {n}x{k}: imma kernel with 5 real rows of 16")
+    for m in (1, 3, 7, 12):
+        one = x[m:m + 1].contiguous()
+        if not torch.equal(sm.sum_parts(*im.matmul_parts(one, p, torch.tensor([1], device="cuda")))[0], iy[m]):
+            fails.append(f"{qt.name} {n}x{k}: imma row {m} alone differs from the 16-row call")
     xp = torch.randn(128, k, device="cuda").to(torch.bfloat16)      # a prompt tile: the tensor-core kernel
     yp = sm.linear(xp, p)
     ypr = xp.double() @ ref.double().T
@@ -89,7 +103,7 @@ def check(qt, n, k) -> list[str]:
     yf = sm.linear(x.float(), p)
     errf = ((yf.double() - yr).norm() / yr.norm()).item()
     print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  "
-          f"f32 {errf:.1e}  prompt tile {errp:.1e}  row-invariant "
+          f"f32 {errf:.1e}  prompt tile {errp:.1e}  imma vs its int8 x {erri:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
 
@@ -125,6 +139,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             gpart = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
             gemv = lambda: sm.launch_gemv(x, nreal, p, gpart, bn, s, cps)  # noqa: E731
             fn = lambda: dg.matmul_parts(x, p, nreal)  # noqa: E731
+            imma = lambda: im.matmul_parts(x, p, nreal)  # noqa: E731
             bn, lanes = dg.plan(p.kind, n, k)
             s, cps = 1, lanes
             part = gpart[:1]
@@ -132,27 +147,36 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             bn, s, cps = sm.plan(n, k)
             part = torch.empty((s, m, n), dtype=torch.float32, device="cuda")
             fn = lambda: sm.launch(x, p, part, bn, s, cps)  # noqa: E731
-            gemv = None
+            gemv = imma = None
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
         row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
                "plan": [bn, s, cps], "us": time_call(fn)}
         if gemv is not None:
+            row["imma_us"] = time_call(imma)
             row["gemv_us"] = time_call(gemv)
             mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
             row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
-        for warps, nr in (configs or []) if m in (1, 8) else []:
+        for cfg in (configs or []) if m in (1, 8) else []:
             try:
-                row[f"cfg {warps}w/{nr}r"] = time_call(lambda: dg.matmul_parts(x, p, nreal, None, warps, nr))
+                if cfg[0] == "imma":
+                    _, ibn, iw, ist, itg = cfg
+                    call = lambda: im.matmul_parts(x, p, nreal, None, itg, ibn, iw, ist)  # noqa: E731
+                    key = f"cfg i{ibn}/{iw}w/{ist}s/{itg}"
+                else:
+                    warps, nr = cfg
+                    call = lambda: dg.matmul_parts(x, p, nreal, None, warps, nr)  # noqa: E731
+                    key = f"cfg {warps}w/{nr}r"
+                row[key] = time_call(call)
             except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal
-                row[f"cfg {warps}w/{nr}r"] = f"error {type(e).__name__}"
+                row[key] = f"error {type(e).__name__}"
         row["GB/s"] = moved / row["us"] / 1e3
         row["%bw"] = 100 * row["GB/s"] / bw
         out.append(row)
         extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
                           for key, v in row.items() if key.startswith("cfg "))
         print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:3}  {row['us']:7.1f} us  "
-              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  gemv {row.get('gemv_us', float('nan')):7.1f}  "
+              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  imma {row.get('imma_us', float('nan')):7.1f}  gemv {row.get('gemv_us', float('nan')):7.1f}  "
               f"mma {row.get('mma_us', float('nan')):7.1f}  "
               f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
     return out
@@ -161,6 +185,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
+    ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
     ap.add_argument("--json")
     ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
@@ -176,6 +201,9 @@ def main() -> int:
     configs = None
     if args.sweep:
         configs = [(w, nr) for w in (2, 4, 8) for nr in (1, 2)]
+    if args.sweep_imma:
+        configs = [("imma", bn, w, st, tg) for bn in (16, 32, 64) for w in (4, 8) for st in (2, 4)
+                   for tg in (264, 528)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
     for qt, model in plan:
@@ -184,7 +212,7 @@ def main() -> int:
         for matrix, n, k in SHAPES[model]:
             if k % GGML_QUANT_SIZES[qt][0]:
                 continue
-            sweep = configs if (args.sweep and (model, matrix) in SWEPT) else None
+            sweep = configs if (configs and (model, matrix) in SWEPT) else None
             rows += bench(qt, (model, matrix), n, k, bw, configs=sweep)
     if args.json:
         with open(args.json, "w") as f:

@@ -2,7 +2,7 @@
 ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
-    python3 tests/gpu/sass_report.py [mma|gemv|dp4a] [KIND] [BN] [WARPS]     (dp4a: env L = lanes, default 32)
+    python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (dp4a: env L = lanes, default 32)
 
 KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
 - mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
@@ -26,6 +26,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from engine.kernels import dp4a_gemv as dg
+from engine.kernels import imma_matmul as im
 from engine.kernels import stream_matmul as sm
 
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -44,6 +45,12 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                "BN": "constexpr", "L": "constexpr", "EVEN": "constexpr", "INTERP": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
                                       "INTERP": False}
+    elif which == "imma":
+        sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
+               "scales": "*fp16", "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
+               "stride_pm": "i32", "CPS": "i32", "KIND": "constexpr", "BN": "constexpr", "RT": "constexpr",
+               "INTERP": "constexpr"}
+        fn, const = im._imma_kernel, {"KIND": kind, "BN": bn, "RT": im.RT, "INTERP": False}
     else:
         sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
                "BN": "constexpr", "EVEN_K": "constexpr"}
@@ -51,7 +58,7 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     order = list(fn.arg_names)
     sig = {name: sig[name] for name in order}
     attrs, options = {}, {"num_warps": warps, "num_stages": sm.STAGES}
-    if which == "dp4a":   # as launched: 16-byte aligned tensors (what the JIT sees at run time), no fp fusion
+    if which in ("dp4a", "imma"):   # as launched: 16-byte aligned tensors (what the JIT sees at run time), no fp fusion
         attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a == "K"}
         options["enable_fp_fusion"] = False
     src = ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
@@ -72,7 +79,7 @@ def main() -> int:
     sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
     ops = collections.Counter(m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]+\*/\s+([A-Z0-9_.]+)", sass))
     print(f"{which} KIND {kind} BN {bn} warps {warps}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
-    print("  ".join(f"{op} {n}" for op, n in ops.most_common(16)))
+    print("  ".join(f"{op} {n}" for op, n in ops.most_common(40)))
     return 0
 
 
