@@ -36,7 +36,7 @@ SHAPES = {   # (name, N, K)
                       ("expert down", 2048, 768)],
 }
 ROWS = (1, 4, 8, 16)
-SWEPT = {("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("smollm2-135m", "gate|up"),
+SWEPT = {("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("llama-3-8b", "wo"), ("smollm2-135m", "gate|up"),
          ("smollm2-135m", "head")}
 
 
@@ -202,7 +202,7 @@ def main() -> int:
     if args.sweep:
         configs = [(w, nr) for w in (2, 4, 8) for nr in (1, 2)]
     if args.sweep_imma:
-        configs = [("imma", bn, w, st, tg) for bn in (16, 32, 64) for w in (4, 8) for st in (2, 4)
+        configs = [("imma", bn, w, st, tg) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 4)
                    for tg in (264, 528)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
