@@ -10,6 +10,7 @@ stages. The host never waits on a whole device: it waits on one window's future.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections import deque
@@ -50,6 +51,13 @@ class Rows:
     n: int                    # real rows
     bounds: list[tuple[int, int, int]]   # (start, size, real rows) of each tile
     index: list[int]          # padded index of real row i (rows keep their given order within a kind)
+    # chaining (Pipeline.chain): a window whose rows are all greedy picks leaves them on the device
+    # (`picks`, for the real rows `pick_idx`) and a window built on it (`feed`) embeds them as its tokens
+    pick_idx: list[int] | None = None
+    picks: torch.Tensor | None = None
+    feed: Rows | None = None
+    successor: tuple | None = None       # (rows, finish, future) queued on this window, not launched yet
+    pre: tuple | None = None             # (y, made, marks): launched early, while its feeding window finished
 
     @classmethod
     def build(cls, tokens: list[int], slots: list[int], positions: list[int], sizes: TileSizes,
@@ -99,47 +107,84 @@ class BusyMeter:
         return max(0.0, min(1.0, busy / window))
 
 
+def chain_mode(stages: list[Stage]) -> bool:
+    """Whether greedy decode windows chain on the device (STRATA_CHAIN=auto|1|0): one stage only; by
+    default on a GPU, where it hides the host's part of every step behind the next window's kernels (on a
+    CPU it saves nothing: the tests turn it on there to check the logic)."""
+    mode = os.environ.get("STRATA_CHAIN", "auto")
+    if len(stages) != 1 or mode == "0":
+        return False
+    return mode == "1" or stages[0].device.type == "cuda"
+
+
 class Pipeline:
     def __init__(self, stages: list[Stage], tiles: TileSizes):
         self.stages, self.tiles = stages, tiles
         self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}") for s in stages]
         self.busy = [BusyMeter() for _ in stages]
         self.streams = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
+        # the finish of a window whose successor is already queued runs on a side stream, so that its
+        # host copies wait for its own kernels and not for the successor's
+        self.side = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
+        self.chain = chain_mode(stages)
+        self._chain_lock = threading.Lock()
 
     @property
     def scratch_slot(self) -> int:
         return self.stages[0].scratch_slot
 
-    def submit(self, rows: Rows, finish: Callable[[torch.Tensor, Callable], object]) -> Future:
+    def submit(self, rows: Rows, finish: Callable[[torch.Tensor, Callable], object], feed: Rows | None = None) -> Future:
         """Queue a window on stage 0. `finish(hidden, logits_of)` runs on the last stage's thread;
         `logits_of(row_indices)` gives float32 logits of those rows, on the last stage's device (a greedy
-        pick then moves one integer to the host, not a vocabulary of floats). Returns its result's future."""
+        pick then moves one integer to the host, not a vocabulary of floats). Returns its result's future.
+        feed (with `chain`): a window still in flight, one greedy pick row per slot, whose picks are this
+        window's tokens (one row per slot, in the same order); the stage thread launches this window's
+        kernels as soon as feed's are queued, before feed's picks reach the host."""
         fut: Future = Future()
+        if feed is not None:
+            rows.feed = feed
+            with self._chain_lock:
+                feed.successor = (rows, finish, fut)
         self.executors[0].submit(self._run_stage, 0, rows, None, None, finish, fut)
         return fut
+
+    def _launch(self, k: int, rows: Rows, x, event) -> tuple:
+        """Queue a window's work on stage k (its stream current): (y, logits made by graphs, busy marks)."""
+        stage, stream = self.stages[k], self.streams[k]
+        marks = None
+        if event is not None:
+            stream.wait_event(event)
+        if stream is not None:      # GPU busy time: events around this window's work on the stream
+            marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            marks[0].record(stream)
+        if x is None:
+            tokens = rows.tokens
+            if rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
+                tokens = tokens.to(stage.device)
+                tokens[torch.tensor(rows.index, device=stage.device)] = rows.feed.picks
+            x = stage.embed(tokens)
+        else:
+            x = x.to(stage.device, non_blocking=True)
+        with torch.inference_mode():
+            outs = [stage.forward_logits(x[a:a + size], tile) for a, size, tile in rows.tiles()]
+            y = torch.cat([o[0] for o in outs]) if len(outs) > 1 else outs[0][0]
+            # logits the graphs already made (last stage, decode tiles), by tile start
+            made = {a: o[1] for (a, _, _), o in zip(rows.bounds, outs) if o[1] is not None}
+        return y, made, marks
 
     def _run_stage(self, k: int, rows: Rows, x, event, finish, fut: Future) -> None:
         if fut.done():
             return
         stage, stream = self.stages[k], self.streams[k]
         t0 = time.monotonic()
-        marks = None
+        marks = done = None
         try:
             with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                if event is not None:
-                    stream.wait_event(event)
-                if stream is not None:      # GPU busy time: events around this window's work on the stream
-                    marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                    marks[0].record(stream)
-                if x is None:
-                    x = stage.embed(rows.tokens)
+                if rows.pre is not None:
+                    y, made, marks = rows.pre
+                    rows.pre = None
                 else:
-                    x = x.to(stage.device, non_blocking=True)
-                with torch.inference_mode():
-                    outs = [stage.forward_logits(x[a:a + size], tile) for a, size, tile in rows.tiles()]
-                    y = torch.cat([o[0] for o in outs]) if len(outs) > 1 else outs[0][0]
-                    # logits the graphs already made (last stage, decode tiles), by tile start
-                    made = {a: o[1] for (a, _, _), o in zip(rows.bounds, outs) if o[1] is not None}
+                    y, made, marks = self._launch(k, rows, x, event)
                 if k + 1 < len(self.stages):
                     ev = None
                     if stream is not None:
@@ -148,16 +193,42 @@ class Pipeline:
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
                     hidden = y[torch.tensor(rows.index, device=y.device)]
-                    result = finish(hidden, lambda idx: self._logits(stage, rows, y, idx, made))
+                    logits_of = lambda idx: self._logits(stage, rows, y, idx, made)  # noqa: E731
+                    nxt = None
+                    if self.chain and rows.pick_idx is not None:
+                        with torch.inference_mode():
+                            rows.picks = torch.argmax(logits_of(rows.pick_idx), dim=-1)
+                        if stream is not None:
+                            marks[1].record(stream)
+                            done = torch.cuda.Event()
+                            done.record(stream)
+                        with self._chain_lock:
+                            nxt, rows.successor = rows.successor, None
+                        if nxt is not None:
+                            nrows, nfinish, nfut = nxt
+                            try:
+                                nrows.pre = self._launch(k, nrows, None, None)
+                            except BaseException as e:  # noqa: BLE001 - the successor's own failure
+                                nfut.set_exception(e)
+                    if nxt is not None and stream is not None:
+                        side = self.side[k]
+                        with torch.cuda.stream(side):
+                            side.wait_event(done)
+                            result = finish(hidden, logits_of)
+                    else:
+                        result = finish(hidden, logits_of)
                     fut.set_result(result)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting scheduler
             if not fut.done():
                 fut.set_exception(e)
         finally:
-            if marks is not None:
-                marks[1].record(stream)
             if stream is not None:
-                stream.synchronize()
+                if done is None:
+                    if marks is not None:
+                        marks[1].record(stream)
+                    stream.synchronize()
+                else:                       # this window's own work, not its successor's
+                    done.synchronize()
             t1 = time.monotonic()
             if marks is not None and marks[1].query():
                 # the stage's GPU time, placed at the end of the host span (what the monitor shows)

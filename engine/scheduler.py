@@ -1,17 +1,24 @@
 """Scheduler: slots, groups, admission, and the round loop of pipelined windows.
 
-Each group has at most one window in flight. When a group's window comes back (its verdict and
-drafts already made on the last stage), the scheduler commits it, streams the kept tokens, and
-queues the group's next window at once, while the other groups' windows are in the earlier stages.
+Each group has one window in flight. When a group's window comes back (its verdict and drafts
+already made on the last stage), the scheduler commits it, streams the kept tokens, and queues the
+group's next window at once, while the other groups' windows are in the earlier stages.
+
+Chaining (Pipeline.chain: one stage): while a group's window is pure greedy decoding (one row per slot,
+no drafts, no penalties, no logits wanted), its next window is queued at once on top of it, its tokens
+the first window's picks on the device; so the device runs it while the host commits the first. If
+the first window ends a sequence, the second one's row for that slot is dropped (a KV row past the
+sequence's end, never read).
 """
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
+from engine.sampling import has_penalties, is_greedy
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 from engine.window import SlotRows, verdict
@@ -25,12 +32,20 @@ class Slot:
     n_cached: int = 0                               # KV valid at positions < n_cached
     cached_tokens: list[int] = field(default_factory=list)
     proposals: list[int] = field(default_factory=list)
-    in_flight: bool = False
+    in_flight: int = 0                              # windows in flight with rows of this slot
 
     @property
     def reading(self) -> bool:
         return self.seq is not None and self.n_cached < len(self.seq.tokens) - 1
 
+
+@dataclass
+class InFlight:
+    group: int
+    fut: object
+    parts: list[SlotRows]
+    seqs: dict                                      # slot -> the sequence its rows were built for
+    rows: Rows
 
 class Scheduler:
     def __init__(self, pipeline: Pipeline, groups: list[list[int]], ctx: int, drafter, plan: DraftPlan,
@@ -41,7 +56,7 @@ class Scheduler:
         self.drafter, self.plan, self.emit, self.stats = drafter, plan, emit, stats
         self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
-        self.inflight: deque = deque()              # (group, future, parts)
+        self.inflight: deque[InFlight] = deque()
 
     # ------------------------------------------------------------------ requests
     def add(self, seq: Sequence) -> None:
@@ -70,9 +85,9 @@ class Scheduler:
             self.stats.finish(seq, -1, self.emit)
         self.inflight.clear()
         for s in self.slots:
+            s.in_flight = 0
             if s.seq is not None:
                 s.seq.error = error
-                s.in_flight = False
                 self._release(s, reason)
 
     @property
@@ -102,22 +117,27 @@ class Scheduler:
     def step(self, wait: float = 0.05) -> None:
         """Admit, queue a window for every idle group, then finish the oldest window if it is done."""
         self._admit()
-        busy_groups = {g for g, _, _ in self.inflight}
+        busy = Counter(w.group for w in self.inflight)
         for g in range(len(self.groups)):
-            if g not in busy_groups:
+            if not busy[g]:
                 self._launch(g)
+        if self.pipeline.chain:
+            for w in list(self.inflight):
+                if busy[w.group] <= 1 and self._chainable(w):
+                    busy[w.group] += 1
+                    self._launch_chained(w)
         if self.inflight:
-            g, fut, parts = self.inflight[0]
+            w = self.inflight[0]
             try:
-                result = fut.result(timeout=wait)
+                result = w.fut.result(timeout=wait)
             except TimeoutError:
                 return
             except Exception as e:  # noqa: BLE001 - the window failed: its requests end with the reason
                 self.inflight.popleft()
-                self._fail(parts, e)
+                self._fail(w, e)
                 return
             self.inflight.popleft()
-            self._commit(g, parts, result)
+            self._commit(w, result)
 
     def _depth(self) -> int:
         active_groups = {s.group for s in self.slots if s.seq is not None}
@@ -147,14 +167,55 @@ class Scheduler:
             slots += [s.index] * sr.n_rows
             poss += range(s.n_cached, s.n_cached + sr.n_rows)
             parts.append(sr)
-            s.in_flight = True
+            s.in_flight += 1
         if not parts:
             return
         is_prompt = [p < self.slots[sl].seq.prompt_len for sl, p in zip(slots, poss)]
         rows = Rows.build(tokens, slots, poss, self.pipeline.tiles, self.pipeline.scratch_slot, is_prompt)
         seqs = {sr.slot: self.slots[sr.slot].seq for sr in parts}
+        if self._chains(depth) and all(self._greedy_decode(sr, seqs[sr.slot]) for sr in parts):
+            rows.pick_idx = [sr.start for sr in parts]      # one row per slot: its pick feeds a chained window
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of))
-        self.inflight.append((g, fut, parts))
+        self.inflight.append(InFlight(g, fut, parts, seqs, rows))
+
+    def _chains(self, depth: int) -> bool:
+        """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
+        return self.pipeline.chain and depth == 0 and not (self.drafter is not None and self.plan.mtp)
+
+    @staticmethod
+    def _greedy_decode(sr: SlotRows, seq: Sequence) -> bool:
+        p = seq.params
+        return (sr.decoding and sr.n_rows == 1 and not sr.proposals and is_greedy(p) and not has_penalties(p)
+                and seq.logits is None)
+
+    def _chainable(self, w: InFlight) -> bool:
+        """Whether the group's next window can go now, on w's device picks: w is pure greedy decoding,
+        every sequence in it may take two more tokens, and no other slot of the group waits for a window."""
+        if w.rows.pick_idx is None or w.rows.successor is not None or not self._chains(self._depth()):
+            return False
+        members = {sr.slot for sr in w.parts}
+        for i in self.groups[w.group]:
+            s = self.slots[i]
+            if i not in members:
+                if s.seq is not None:
+                    return False
+                continue
+            seq = w.seqs[i]
+            if s.seq is not seq or seq.cancelled or seq.room() < 2 or s.in_flight != 1:
+                return False
+        return True
+
+    def _launch_chained(self, w: InFlight) -> None:
+        """w's group's next window: each slot's next position, its token w's pick (on the device)."""
+        parts = [SlotRows(sr.slot, j, sr.first_pos + 1, 1, True) for j, sr in enumerate(w.parts)]
+        for sr in parts:
+            self.slots[sr.slot].in_flight += 1
+        rows = Rows.build([0] * len(parts), [sr.slot for sr in parts], [sr.first_pos for sr in parts],
+                          self.pipeline.tiles, self.pipeline.scratch_slot, [False] * len(parts))
+        rows.pick_idx = list(range(len(parts)))
+        seqs = dict(w.seqs)
+        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of), feed=w.rows)
+        self.inflight.append(InFlight(w.group, fut, parts, seqs, rows))
 
     def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of):
         """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
@@ -173,13 +234,15 @@ class Scheduler:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)
         return verdicts, proposals
 
-    def _commit(self, g: int, parts: list[SlotRows], result) -> None:
+    def _commit(self, w: InFlight, result) -> None:
         verdicts, proposals = result
-        self.stats.window(sum(sr.n_rows for sr in parts))
-        for sr, v in zip(parts, verdicts):
+        self.stats.window(sum(sr.n_rows for sr in w.parts))
+        for sr, v in zip(w.parts, verdicts):
             s = self.slots[sr.slot]
-            s.in_flight = False
+            s.in_flight -= 1
             seq = s.seq
+            if seq is None or seq is not w.seqs[sr.slot]:
+                continue            # a chained row past the end of a sequence that ended in the window before
             s.n_cached = sr.first_pos + v.n_valid_rows
             read_to = min(sr.first_pos + sr.n_base, seq.prompt_len)
             if read_to > sr.first_pos:
@@ -202,11 +265,12 @@ class Scheduler:
         n = n_cached if self.pipeline.tiles.same_numerics else min(n_cached, seq.prompt_len)
         return seq.tokens[:n]
 
-    def _fail(self, parts: list[SlotRows], error: Exception) -> None:
-        for sr in parts:
+    def _fail(self, w: InFlight, error: Exception) -> None:
+        for sr in w.parts:
             s = self.slots[sr.slot]
-            s.in_flight, s.n_cached, s.cached_tokens = False, 0, []
-            if s.seq is not None:
+            s.in_flight = max(0, s.in_flight - 1)
+            if s.seq is not None and s.seq is w.seqs[sr.slot]:
+                s.n_cached, s.cached_tokens = 0, []
                 s.seq.error = f"{type(error).__name__}: {error}"
                 self._release(s, "error")
 
@@ -215,7 +279,7 @@ class Scheduler:
         if seq is None:
             return
         seq.finish_reason = seq.finish_reason if seq.finished and reason != "abort" else reason
-        s.seq, s.proposals, s.in_flight = None, [], False
+        s.seq, s.proposals = None, []
         s.cached_tokens = self._reusable(seq, s.n_cached)
         self.stats.finish(seq, s.index, self.emit)
 

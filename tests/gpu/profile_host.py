@@ -48,6 +48,7 @@ def timed_parts(core, steps: int) -> dict[str, float]:
         patched.append((owner, attr, real))
 
     wrap(sch.Scheduler, "_launch", "scheduler: build the window (engine thread)")
+    wrap(sch.Scheduler, "_launch_chained", "scheduler: build a chained window (engine thread)")
     wrap(sch.Scheduler, "_commit", "scheduler: commit picks, detokenize, emit (engine thread)")
     wrap(pl.Pipeline, "_run_stage", "stage thread: whole window")
     wrap(st.Stage, "embed", "stage: embed the tokens")

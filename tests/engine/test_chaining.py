@@ -1,0 +1,74 @@
+"""Chained greedy windows (engine.scheduler, Pipeline.chain): the next window queued on the device picks
+of the one in flight. On by default on a GPU stage; here forced on a CPU stage (STRATA_CHAIN=1), where the
+logic is the same, and compared token for token with the same requests unchained."""
+from __future__ import annotations
+
+import pytest
+
+from app.local_engine import local_client
+from app.run_requests import run_together
+from engine import scheduler
+from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+
+@pytest.fixture(scope="module")
+def model(synthetic):
+    return str(synthetic("llama"))
+
+
+def req(rid, prompt, n=12, **kw):
+    return AddRequest(request_id=rid, prompt=prompt, sampling=SamplingParams(max_tokens=n, **kw))
+
+
+def run(model, reqs, chain: str, monkeypatch, parallel=2):
+    monkeypatch.setenv("STRATA_CHAIN", chain)
+    with local_client(EngineConfig(model=model, parallel=parallel)) as eng:
+        return run_together(eng, reqs)
+
+
+@pytest.fixture()
+def chained_windows(monkeypatch):
+    count = [0]
+    real = scheduler.Scheduler._launch_chained
+
+    def counting(self, w):
+        count[0] += 1
+        return real(self, w)
+    monkeypatch.setattr(scheduler.Scheduler, "_launch_chained", counting)
+    return count
+
+
+def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch, chained_windows):
+    """Greedy streams with EOS on, max_tokens, a stop string and one sampled stream beside them (which
+    stops chaining for its group); more requests than slots, so slots are reused after chained windows."""
+    reqs = [req("a", "the first request", n=24), req("b", "another one here", n=7),
+            req("c", "a third, with eos", n=30, ignore_eos=False),
+            req("d", "sampled beside them", n=10, temperature=0.8, seed=4),
+            req("e", "the last request", n=16)]
+    base = run(model, reqs, "0", monkeypatch)
+    assert chained_windows[0] == 0
+    stop = base["a"].text[len(base["a"].text) // 2:][:3]
+    reqs.append(req("f", "the first request", n=24, stop=[stop]))
+    base["f"] = run(model, reqs[-1:], "0", monkeypatch)["f"]
+    got = run(model, reqs, "1", monkeypatch)
+    assert chained_windows[0] > 20
+    for r in reqs:
+        assert got[r.request_id].tokens == base[r.request_id].tokens, r.request_id
+        assert got[r.request_id].done.finish_reason == base[r.request_id].done.finish_reason, r.request_id
+    assert got["f"].done.finish_reason == "stop" and stop not in got["f"].text
+
+
+def test_abort_during_chained_windows_frees_the_slot(model, monkeypatch, chained_windows):
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    with local_client(EngineConfig(model=model, parallel=1)) as eng:
+        long, nxt = eng.submit(req("long", "tell me everything", n=2000, ignore_eos=True)), \
+            eng.submit(req("next", "a short one", n=4, ignore_eos=True))
+        seen = 0
+        for ev in long:
+            seen += len(getattr(ev, "token_ids", []))
+            if seen >= 3:
+                long.cancel()
+        _, done_next = nxt.result(timeout=60)
+    assert chained_windows[0] >= 2
+    assert long.done.finish_reason == "abort" and 3 <= long.done.completion_tokens < 2000
+    assert done_next.finish_reason == "length" and done_next.completion_tokens == 4
