@@ -94,12 +94,13 @@ def run(args: argparse.Namespace) -> int:
         beside = read_beside(eng, args.read_beside) if args.read_beside else None
     layout = {"stages": [f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages], "groups": eff.groups,
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
-              "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
+              "decode_kernel": eff.decode_kernel, "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
     if args.json:
         print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {})}))
         return 0
     print(f"# {layout['model']}: stages {layout['stages']}, groups {layout['groups']}, draft {layout['draft']} "
-          f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}, {layout['dtype']}, load {layout['load_s']} s")
+          f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}, {layout['dtype']}"
+          f"{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, load {layout['load_s']} s")
     for note in eff.fallbacks:
         print(f"# note: {note}")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",

@@ -23,6 +23,9 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weights' compute dtype: auto = float32 on CPU, bfloat16 on GPU; float16 decodes "
                         "~2x faster on CPU")
+    g.add_argument("--decode-kernel", default="auto", choices=["auto", "dp4a", "imma"],
+                   help="GPU matmul for decode rows, one per load: dp4a (auto; fastest for one stream) or imma "
+                        "(int8 tensor cores: ~1.4x the total at 8 streams on an H200, ~3x slower alone)")
 
 
 ENGINE_FIELDS = EngineConfig.__struct_fields__

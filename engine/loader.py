@@ -55,6 +55,28 @@ def _dtype(config: EngineConfig, devices: list[str], notes: list[str]) -> torch.
     return torch.float32 if all(d == "cpu" for d in devices) else torch.bfloat16
 
 
+DECODE_KERNELS = ("dp4a", "imma")
+
+
+def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -> str:
+    """The matmul every decode and verify row runs on GPU stages, one choice per load (a row's numerics
+    then never depend on the others): dp4a (int8 dot products on CUDA cores, rows one by one: fastest for
+    one stream) or imma (int8 tensor cores, 16 rows for about the cost of one: for many streams).
+    auto = dp4a, or $STRATA_DECODE_KERNEL (which also takes the float kernels gemv / mma, for measuring)."""
+    if config.decode_kernel not in ("auto", *DECODE_KERNELS):
+        raise ConfigError(f"--decode-kernel {config.decode_kernel!r}: use auto, {', '.join(DECODE_KERNELS)}")
+    if not any(d.startswith("cuda") for d in devices):
+        if config.decode_kernel != "auto":
+            notes.append(f"--decode-kernel {config.decode_kernel} applies to GPU stages only: not used")
+        return ""
+    from engine.kernels import stream_matmul       # imports triton: GPU loads only
+    kernel = config.decode_kernel
+    if kernel == "auto":
+        kernel = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
+    stream_matmul.DECODE_KERNEL = kernel
+    return kernel
+
+
 def _cpu_threads(devices: list[str], notes: list[str]) -> None:
     n_cpu = sum(d == "cpu" for d in devices)
     if n_cpu > 1:
@@ -134,6 +156,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if groups.note:
         notes.append(groups.note)
     dtype = _dtype(config, devices, notes)
+    decode_kernel = _decode_kernel(config, devices, notes)
     plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp),
                      has_mtp=cfg.n_mtp > 0)
     starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
@@ -177,5 +200,5 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
                 for s in stages],
         parallel=config.parallel, groups=groups.groups, ctx=ctx, dtype=str(dtype).replace("torch.", ""),
         draft=config.draft, spec=plan.spec, spec_min_p=plan.min_p, piped_mtp=plan.piped, mtp_layers=cfg.n_mtp,
-        fallbacks=notes)
+        decode_kernel=decode_kernel, fallbacks=notes)
     return LoadedModel(gf, cfg, tok, pipeline, drafter, plan, groups.groups, eff, info, time.perf_counter() - t0)

@@ -30,6 +30,7 @@ class EngineConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     spec_min_p: float = 0.0
     piped_mtp: int = 0                     # draft depth inside pipelined groups (0 = off)
     dtype: str = "auto"                    # "auto" | "float32" | "bfloat16"
+    decode_kernel: str = "auto"            # GPU decode rows: "auto" (= dp4a) | "dp4a" | "imma"
 
 
 class StageInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -57,6 +58,7 @@ class EffectiveConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     spec_min_p: float
     piped_mtp: int
     mtp_layers: int = 0
+    decode_kernel: str = ""                # the GPU stages' decode-row matmul ("" without a GPU stage)
     fallbacks: list[str] = []              # one line per fallback, saying why
 
 

@@ -30,7 +30,7 @@ def effective_html(ready: Ready) -> str:
     rows.append(("Drafts", f"{c.draft}, window {c.spec} (current + up to {c.spec - 1} proposals), "
                            f"spec-min-p {c.spec_min_p:g}, piped MTP depth {c.piped_mtp}"))
     rows.append(("Context", f"{c.ctx:,} tokens per slot (model trained for {m.context_length:,})"))
-    rows.append(("Precision", c.dtype))
+    rows.append(("Precision", c.dtype + (f" · decode rows on the {c.decode_kernel} kernel" if c.decode_kernel else "")))
     rows.append(("Load time", f"{ready.load_seconds:.1f} s"))
     body = "".join(f"<tr><td style='color:{t.muted}; padding-right:10px'>{k}</td><td>{v}</td></tr>" for k, v in rows)
     out = f"<table cellspacing='2'>{body}</table>"
@@ -131,8 +131,14 @@ class SettingsPanel(QWidget):
         self.dtype = QComboBox()
         self.dtype.addItems(["auto", "float32", "bfloat16"])
         self.dtype.currentIndexChanged.connect(self._layout_changed)
+        self.decode_kernel = QComboBox()
+        self.decode_kernel.addItems(["auto", "dp4a", "imma"])
+        self.decode_kernel.setToolTip("GPU stages: the matmul every decode row runs. dp4a (auto) is fastest for one "
+                                      "stream; imma (int8 tensor cores) gives more in total with many streams")
+        self.decode_kernel.currentIndexChanged.connect(self._layout_changed)
         cf.addRow("Context", self.ctx)
         cf.addRow("Precision", self.dtype)
+        cf.addRow("Decode kernel (GPU)", self.decode_kernel)
         lay.addWidget(ctx_box)
 
         eff_box = QGroupBox("Effective configuration")
@@ -180,6 +186,7 @@ class SettingsPanel(QWidget):
         self.piped_mtp.setValue(cfg.piped_mtp)
         self.ctx.setValue(cfg.ctx)
         self.dtype.setCurrentText(cfg.dtype)
+        self.decode_kernel.setCurrentText(cfg.decode_kernel)
         self._model_changed(cfg.model)
 
     def config(self) -> EngineConfig:
@@ -188,7 +195,7 @@ class SettingsPanel(QWidget):
                             batch_groups=self.groups.currentData() or "auto", ctx=self.ctx.value(),
                             draft=self.draft.currentText(), spec=self.spec.value(),
                             spec_min_p=round(self.spec_min_p.value(), 4), piped_mtp=self.piped_mtp.value(),
-                            dtype=self.dtype.currentText())
+                            dtype=self.dtype.currentText(), decode_kernel=self.decode_kernel.currentText())
 
     def _fill_groups(self, current: str = "auto") -> None:
         self.groups.blockSignals(True)

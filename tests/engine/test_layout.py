@@ -113,3 +113,14 @@ def test_ctx_above_the_trained_context_is_kept_and_said(synthetic):
         assert f"trained on {trained}" in err.message
     finally:
         core.unload()
+
+
+def test_decode_kernel_is_checked_and_said(synthetic):
+    """--decode-kernel: a bad name is refused; on CPU-only stages it is not used, and that is said."""
+    model = str(synthetic("llama"))
+    with pytest.raises(ConfigError, match="--decode-kernel 'fast'"):
+        load_model(EngineConfig(model=model, decode_kernel="fast"))
+    m = load_model(EngineConfig(model=model, decode_kernel="imma"))
+    assert m.effective.decode_kernel == ""
+    assert any("--decode-kernel imma applies to GPU stages only" in f for f in m.effective.fallbacks)
+    assert load_model(EngineConfig(model=model)).effective.fallbacks == []

@@ -158,7 +158,7 @@ def test_settings_panel_roundtrip(qtbot):
     p = SettingsPanel()
     qtbot.addWidget(p)
     cfg = EngineConfig(model="default", devices="cpu,cpu", layer_split="12", parallel=4, batch_groups="2",
-                       ctx=4096, draft="both", spec=3, spec_min_p=0.25, piped_mtp=2, dtype="float32")
+                       ctx=4096, draft="both", spec=3, spec_min_p=0.25, piped_mtp=2, dtype="float32", decode_kernel="imma")
     p.model_picker.set_info("default", INFO)
     p.set_config(cfg)
     assert p.config() == cfg
