@@ -71,7 +71,8 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
-    a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt)
+    a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
+                       tile.n_dev)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev)
     q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
     x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)

@@ -1,0 +1,46 @@
+"""The GPU tile attention (engine.kernels.attention) against plain torch, under TRITON_INTERPRET=1 here:
+query heads grouped per KV head (a group size that is not a power of two too), a sliding window, and
+padding rows past the tile's real count (zeros, no keys read)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.engine.test_packed import DEV, kernel_module
+
+
+@pytest.fixture(scope="module")
+def attn():
+    return kernel_module("attention")
+
+
+def reference(q, kc, vc, slot, pos, window, scale):
+    T, H, hd = q.shape
+    g = H // kc.shape[2]
+    out = torch.zeros(T, H, hd, dtype=torch.float64)
+    for t in range(T):
+        lo = max(0, int(pos[t]) - window + 1) if window > 0 else 0
+        k = kc[int(slot[t]), lo:int(pos[t]) + 1].double()
+        v = vc[int(slot[t]), lo:int(pos[t]) + 1].double()
+        for h in range(H):
+            w = torch.softmax(k[:, h // g] @ q[t, h].double() * scale, 0)
+            out[t, h] = w @ v[:, h // g]
+    return out
+
+
+@pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5)])
+def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, heads, kv, hd, window):
+    gen = torch.Generator().manual_seed(heads * 7 + hd)
+    kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
+    vc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
+    q = torch.randn(6, heads, hd, generator=gen).to(DEV)
+    slot = torch.tensor([0, 1, 2, 0, 2, 2], device=DEV)
+    pos = torch.tensor([0, 17, 79, 40, 3, 0], device=DEV)
+    scale = 1 / math.sqrt(hd)
+    out = attn.tile_attention(q, kc, vc, slot, pos, window, scale)
+    ref = reference(q.cpu(), kc.cpu(), vc.cpu(), slot.cpu(), pos.cpu(), window, scale)
+    assert torch.allclose(out.cpu().double(), ref, atol=1e-5)
+    part = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=torch.tensor([4], device=DEV))
+    assert torch.equal(part[:4], out[:4]) and not part[4:].any()
