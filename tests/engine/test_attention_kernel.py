@@ -1,5 +1,5 @@
 """The GPU tile attention (engine.kernels.attention) against plain torch, under TRITON_INTERPRET=1 here:
-query heads grouped per KV head (a group size that is not a power of two too), a sliding window, and
+query heads sharing a KV head (a group of 3 too), a sliding window, and
 padding rows past the tile's real count (zeros, no keys read)."""
 from __future__ import annotations
 
