@@ -162,6 +162,7 @@ class Pipeline:
             if rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
                 tokens = tokens.to(stage.device)
                 tokens[torch.tensor(rows.index, device=stage.device)] = rows.feed.picks
+                rows.feed = None           # (windows would otherwise hold every earlier one of a chain)
             x = stage.embed(tokens)
         else:
             x = x.to(stage.device, non_blocking=True)

@@ -47,6 +47,7 @@ class InFlight:
     seqs: dict                                      # slot -> the sequence its rows were built for
     rows: Rows
 
+
 class Scheduler:
     def __init__(self, pipeline: Pipeline, groups: list[list[int]], ctx: int, drafter, plan: DraftPlan,
                  emit, stats: EngineStats):

@@ -34,7 +34,11 @@ def test_more_requests_than_slots_all_complete_and_match_alone(model):
         assert o.tokens == alone(model, r), r.request_id
 
 
-def test_abort_mid_stream_frees_the_slot(model):
+@pytest.mark.parametrize("chain", ["0", "1"], ids=["plain", "chained"])
+def test_abort_mid_stream_frees_the_slot(model, monkeypatch, chain):
+    """Also with chained greedy windows (engine.scheduler; forced on this CPU stage): the window queued
+    after the cancelled one is dropped and the slot still frees."""
+    monkeypatch.setenv("STRATA_CHAIN", chain)
     with local_client(EngineConfig(model=model, parallel=1)) as eng:
         long, nxt = eng.submit(req("long", "tell me everything", n=2000)), eng.submit(req("next", "a short one", n=4))
         seen = 0
