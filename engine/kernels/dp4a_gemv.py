@@ -32,8 +32,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # every FMA is written out (tl.fma) and no other multiply-add is fused: the float arithmetic is the one
 # this source spells, not a choice the compiler may make differently for another kernel shape
 NO_FUSION = {} if INTERPRET else {"enable_fp_fusion": False}
-# Q4_K: x's four scale floats per unit as one vector load (1) or four (0); the same values either way
-XV_LOAD = int(os.environ.get("STRATA_DP4A_XV", "0"))
 
 
 @triton.jit
@@ -93,23 +91,13 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _f16_pair(v):
-    """An int32 holding two float16 (low half first, as stored) -> the two as float32."""
-    lo = (v & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
-          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, XV: tl.constexpr):
+          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr):
     """Row r0 (real when < M) times weight rows n_raw, stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
-    block). L lanes walk a weight row's units in steps of L. Scales that sit side by side come in one load:
-    Q4_K's (d, dmin) and Q4_1's (d, m) as one int32 (`scales` is then an int32 view), Q4_K's two
-    sub-block scales and two mins as two int16 (`sub` an int16 view), x's (d, d*sum) pairs as one vector."""
+    block). L lanes walk a weight row's units in steps of L."""
     if KIND == 4:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64                     # units per weight row
@@ -132,18 +120,16 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     if KIND == 4:
         xp = xq + (r3 * (K // 4) + u3 * 16)[:, :, :, None] + j
         sb = n3 * (K // 256) + u3 // 4
-        sp = scales + sb                                # int32: (d, dmin)
-        gp = sub + sb * 8 + u3 % 4                      # int16: (sc_lo, sc_hi); +4: (mn_lo, mn_hi)
-        dp = xds + (r3 * NB + 2 * u3) * 2               # dx_lo, xs_lo, dx_hi, xs_hi
-        if XV:                                          # the four as one 16-byte load
-            dp = dp[:, :, :, None] + j
+        sp = scales + sb * 2
+        gp = sub + sb * 16 + 2 * (u3 % 4)
+        dp = xds + (r3 * NB + 2 * u3) * 2
     else:
         xp = xq + (r3 * (K // 4) + u3 * 8)[:, :, :, None] + j
-        sp = scales + n3 * NB + u3                      # Q4_1: int32 (d, m); Q4_0, Q8_0: float16 d
-        if KIND == 1:
-            dp = xds + (r3 * NB + u3) * 2
+        if KIND == 3:
+            sp = scales + (n3 * NB + u3) * 2
         else:
-            dp = xds + ((r3 * NB + u3) * 2)[:, :, :, None] + tl.arange(0, 2)[None, None, None, :]
+            sp = scales + n3 * NB + u3
+        dp = xds + (r3 * NB + u3) * 2
     acc = tl.zeros((RB, BN, L), dtype=tl.float32)
     for u0 in range(0, U, L):
         if EVEN:
@@ -170,45 +156,39 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), plo, INTERP), axis=3)
             phi = _dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 8, mask=ok, other=0), zero, INTERP)
             phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, tl.load(xp + 12, mask=ok, other=0), phi, INTERP), axis=3)
-            dd, dmin = _f16_pair(tl.load(sp, mask=wok3, other=0))
-            sc = tl.load(gp, mask=wok3, other=0).to(tl.int32)
-            mn = tl.load(gp + 4, mask=wok3, other=0).to(tl.int32)
-            sc_lo = sc & 0xFF
-            sc_hi = (sc >> 8) & 0xFF
-            mn_lo = (mn & 0xFF).to(tl.float32)
-            mn_hi = ((mn >> 8) & 0xFF).to(tl.float32)
-            if XV:
-                xv = tl.reshape(tl.load(dp, mask=ok, other=0.0), (RB, BN, L, 2, 2))
-                dxs, xss = tl.split(xv)                 # (dx_lo, dx_hi), (xs_lo, xs_hi)
-                dx_lo, dx_hi = tl.split(dxs)
-                xs_lo, xs_hi = tl.split(xss)
-            else:
-                dx_lo = tl.load(dp, mask=ok3, other=0.0)
-                xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
-                dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
-                xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+            dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+            sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
+            sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+            mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
+            mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
+            dx_lo = tl.load(dp, mask=ok3, other=0.0)
+            xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
+            dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
+            xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
             t = tl.fma((sc_hi * phi).to(tl.float32), dx_hi, (sc_lo * plo).to(tl.float32) * dx_lo)
             acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))
-            gp += 2 * L
+            gp += 4 * L
         else:                           # 32 nibbles: values 0..15 low, 16..31 high
             p = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
             p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), p, INTERP), axis=3)
             p = p.to(tl.float32)
-            dx, xs = tl.split(tl.load(dp, mask=ok3[:, :, :, None], other=0.0))
+            dx = tl.load(dp, mask=ok3, other=0.0)
+            xs = tl.load(dp + 1, mask=ok3, other=0.0)
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
             if KIND == 2:
-                dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
                 acc = tl.fma(dd, tl.fma(-8.0, xs, dx * p), acc)
             else:
-                dd, mm = _f16_pair(tl.load(sp, mask=wok3, other=0))
+                mm = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
                 acc = tl.fma(mm, xs, tl.fma(dd, dx * p, acc))
         cp += L * WU
         if KIND == 4:
             xp += 16 * L
-            sp += L // 4
+            sp += L // 2
             dp += 4 * L
         else:
             xp += 8 * L
-            sp += L
+            sp += 2 * L if KIND == 3 else L
             dp += 2 * L
     out = tl.sum(acc, axis=2)
     r2 = (r0 + tl.arange(0, RB))[:, None]
@@ -218,11 +198,11 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, XV: tl.constexpr):
+                 INTERP: tl.constexpr):
     n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M):           # one row at a time, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, XV)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP)
     zero = tl.zeros((BN,), dtype=tl.float32)
     for r in range(M, T):
         tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)
@@ -254,10 +234,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     words = w.codes.view(torch.int32)
-    scales = w.scales.view(torch.int32) if w.kind in (3, 4) else w.scales    # (d, dmin) / (d, m): one load
-    sub = w.sub.view(torch.int16) if w.sub is not None else scales
     _dp4a_kernel[(triton.cdiv(w.n, bn),)](
-        xq.view(torch.int32), xds, n_real, t, words, scales, sub, part,
+        xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, XV=XV_LOAD, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
     return part, 1

@@ -40,12 +40,11 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                "IEEE": "constexpr"}
         fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False}
     elif which == "dp4a":
-        sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32",
-               "scales": "*i32" if kind in (3, 4) else "*fp16", "sub": "*i16", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
-               "BN": "constexpr", "L": "constexpr", "EVEN": "constexpr", "INTERP": "constexpr",
-               "XV": "constexpr"}
+        sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
+               "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
+               "BN": "constexpr", "L": "constexpr", "EVEN": "constexpr", "INTERP": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
-                                      "INTERP": False, "XV": dg.XV_LOAD}
+                                      "INTERP": False}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
                "scales": "*fp16", "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
