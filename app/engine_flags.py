@@ -21,8 +21,9 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
     g.add_argument("--piped-mtp", type=int, default=None,
                    help="draft depth inside pipelined groups (env STRATA_PIPED_MTP)")
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="weights' compute dtype: auto = float32 on CPU, bfloat16 on GPU; float16 decodes "
-                        "~2x faster on CPU")
+                   help="compute dtype: auto = bfloat16; on CPU that is the fast mode (4-bit and Q8_0 matrices "
+                        "kept as int4 groups, ~1x the file in memory); float32 = the reference numerics "
+                        "(dense weights, as HF transformers)")
     g.add_argument("--decode-kernel", default="auto", choices=["auto", "dp4a", "imma"],
                    help="GPU matmul for decode rows, one per load: dp4a (auto; fastest for one stream) or imma "
                         "(int8 tensor cores: ~1.4x the total at 8 streams on an H200, ~3x slower alone)")

@@ -63,6 +63,16 @@ class GGUFFile:
         info = self.tensors[name]
         return np.frombuffer(self._map, dtype=np.uint8, count=info.nbytes, offset=info.offset)
 
+    def release(self, name: str) -> None:
+        """Tell the OS the tensor's mapped pages are not needed now (a CPU stage made its own form of
+        it): they leave the process's resident memory and are read from the file again if touched."""
+        info = self.tensors[name]
+        page = mmap.PAGESIZE
+        start = -(-info.offset // page) * page
+        end = (info.offset + info.nbytes) // page * page
+        if self._map is not None and end > start and hasattr(self._map, "madvise"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+
     def get(self, key: str, default=None):
         return self.metadata.get(key, default)
 

@@ -9,9 +9,23 @@ from engine.messages import ModelInfo
 from engine.model_files import resolve_model
 
 
-def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None) -> list[int]:
-    """Bytes of each block: quantized bytes as stored, or `bytes_per_value` per weight value for
-    matrices (the dense copy CPU stages keep; 1-D norms stay float32)."""
+# int4 parts per matrix in the CPU fast mode (engine.cpu_int4; named here without importing torch)
+INT4_PARTS = {"Q4_0": 1, "Q4_1": 1, "Q4_K": 1, "Q8_0": 2}
+
+
+def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
+    """Bytes a CPU stage keeps for a matrix: in the fast mode int4 parts where engine.cpu_int4 takes the
+    type and shape (0.625 bytes per value each: 4-bit codes, a bfloat16 scale and zero per 32), else a
+    dense copy of bytes_per_value per value."""
+    parts = INT4_PARTS.get(t.qtype.name) if fast and len(t.shape) == 2 else None
+    if parts and t.torch_shape[0] % 16 == 0 and t.shape[0] % (256 if t.qtype.name == "Q4_K" else 32) == 0:
+        return parts * t.n_elements * 5 // 8
+    return t.n_elements * bytes_per_value
+
+
+def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:
+    """Bytes of each block: quantized bytes as stored, or for CPU stages (bytes_per_value given) what
+    they keep of each matrix (cpu_matrix_bytes; 1-D norms stay float32)."""
     out = [0] * n_blocks
     for t in gf.tensors.values():
         index = t.name.split(".")[1] if t.name.startswith("blk.") else ""
@@ -19,7 +33,7 @@ def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None)
             i = int(index)
             if i < n_blocks:
                 dense = bytes_per_value is not None and len(t.shape) > 1
-                out[i] += t.n_elements * bytes_per_value if dense else t.nbytes
+                out[i] += cpu_matrix_bytes(t, bytes_per_value, fast) if dense else t.nbytes
     return out
 
 

@@ -118,9 +118,13 @@ def chain_mode(stages: list[Stage]) -> bool:
 
 
 class Pipeline:
-    def __init__(self, stages: list[Stage], tiles: TileSizes):
+    def __init__(self, stages: list[Stage], tiles: TileSizes, cpu_threads: int = 0):
+        """cpu_threads: intra-op threads of each CPU stage's thread (0: torch's default)."""
         self.stages, self.tiles = stages, tiles
-        self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}") for s in stages]
+        self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}",
+                                             initializer=torch.set_num_threads if s.device.type == "cpu"
+                                             and cpu_threads else None, initargs=(cpu_threads,))
+                          for s in stages]
         self.busy = [BusyMeter() for _ in stages]
         self.streams = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
         # the finish of a window whose successor is already queued runs on a side stream, so that its

@@ -148,6 +148,7 @@ class QuantTensor:
             raise ValueError(f"{self.qtype.name} rows of {self.shape[-1]} values are not whole blocks of {block}")
         self.data = data.reshape(-1, self.shape[-1] // block * type_size)
         self.packed = None              # engine.kernels.packed.Packed once repacked for a GPU (then data is None)
+        self.int4 = None                # engine.cpu_int4.Int4Weight: the CPU fast mode's form
         self._dense: torch.Tensor | None = None
         self._experts: dict[int, QuantTensor] = {}
 
@@ -162,6 +163,8 @@ class QuantTensor:
 
     @property
     def nbytes(self) -> int:
+        if self.int4 is not None:
+            return self.int4.nbytes
         return self.packed.nbytes if self.packed is not None else self.data.numel()
 
     @property
@@ -181,6 +184,16 @@ class QuantTensor:
             return False
         self.packed = packed.pack(self.data, self.qtype, self.shape[-1])
         self.data = None
+        return True
+
+    def to_int4(self) -> bool:
+        """CPU fast mode: keep this matrix as int4 groups (engine.cpu_int4) instead of a dense copy;
+        False where the type or shape has no int4 form."""
+        from engine import cpu_int4
+
+        if self.device.type != "cpu" or not cpu_int4.supports(self.qtype, self.shape):
+            return False
+        self.int4 = cpu_int4.from_gguf(self.data, self.qtype, *self.shape)
         return True
 
     def __repr__(self) -> str:
@@ -217,6 +230,10 @@ class QuantTensor:
             raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
         if self.device.type == "cuda":
             return self.triton_linear(x, n_dev)
+        if self.int4 is not None:
+            from engine import cpu_int4
+
+            return cpu_int4.linear(x, self.int4, tile).to(self.compute_dtype)
         return tiled_linear(x, self.dense_weight(), tile)
 
     def expert(self, e: int) -> QuantTensor:

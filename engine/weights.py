@@ -75,14 +75,17 @@ class WeightLoader:
         return name in self.gf.tensors
 
     def matrix(self, name: str, device, dense: bool = True) -> QuantTensor:
-        """A weight matrix on `device`. On CPU (dense=True) its dequantized copy is made now, so load time
-        is honest and the first window does not pay for it; on a GPU (dense=True) it is repacked into the
-        streaming layout where a kernel reads it (engine.kernels.packed)."""
+        """A weight matrix on `device`. On CPU (dense=True) its working form is made now, so load time
+        is honest and the first window does not pay for it: in bfloat16 (the fast mode) int4 groups where
+        the type allows (engine.cpu_int4), else a dequantized copy; on a GPU (dense=True) it is repacked
+        into the streaming layout where a kernel reads it (engine.kernels.packed)."""
         if name not in self.gf.tensors:
             raise ModelFileError(self.gf.path, f"missing tensor {name!r}")
         try:
             qt = QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
-            if dense and qt.device.type == "cpu":
+            if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4():
+                self.gf.release(name)           # the file's pages of it leave resident memory
+            elif dense and qt.device.type == "cpu":
                 for m in ([qt] if len(qt.shape) == 2 else [qt.expert(e) for e in range(qt.shape[0])]):
                     m.dense_weight()
             elif dense:

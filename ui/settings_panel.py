@@ -31,6 +31,8 @@ def effective_html(ready: Ready) -> str:
                            f"spec-min-p {c.spec_min_p:g}, piped MTP depth {c.piped_mtp}"))
     rows.append(("Context", f"{c.ctx:,} tokens per slot (model trained for {m.context_length:,})"))
     rows.append(("Precision", c.dtype + (f" · decode rows on the {c.decode_kernel} kernel" if c.decode_kernel else "")))
+    if c.weights:
+        rows.append(("Weights", html.escape(c.weights)))
     rows.append(("Load time", f"{ready.load_seconds:.1f} s"))
     body = "".join(f"<tr><td style='color:{t.muted}; padding-right:10px'>{k}</td><td>{v}</td></tr>" for k, v in rows)
     out = f"<table cellspacing='2'>{body}</table>"

@@ -1,0 +1,99 @@
+"""CPU fast mode: 4-bit GGUF matrices kept as int4 with a scale and a zero per 32 values, multiplied by
+torch's packed int4 CPU kernel (`_weight_int4pack_mm_for_cpu`) on bfloat16 activations.
+
+Why: a dense float copy of every matrix takes 5.8x the file and decode reads all of it per token. The
+codes are GGUF's own 4-bit codes, unchanged; only each 32-value group's float scale and offset are
+rounded to bfloat16 (value = (q - 8) * scale + zero):
+    Q4_0  scale d,         zero 0                  ((q - 8) * d)
+    Q4_1  scale d,         zero m + 8 d            (d q + m)
+    Q4_K  scale d sc_j,    zero 8 d sc_j - dmin m_j  (d sc_j q - dmin m_j, sub-block j)
+    Q8_0  two int4 parts: the code's low 4 bits (scale d, zero 8 d) and its high 4 bits, signed
+          (code + 8, scale 16 d, zero 0); the parts' products are added in float32
+The kernel computes every row the same way at any row count (checked in the tests), so a row's result
+does not depend on the other rows of its tile. `--dtype float32` keeps the dense reference numerics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from gguf.constants import GGMLQuantizationType as QT
+
+from engine.kernels.packed import _nibbles, pack
+
+GROUP = 32
+TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0})
+
+
+@dataclass
+class Int4Weight:
+    n: int
+    k: int
+    parts: list[tuple[torch.Tensor, torch.Tensor]]   # (torch's int4 CPU layout, [K/32, N, 2] bf16 scale/zero)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for part in self.parts for t in part)
+
+
+def supports(qtype, shape: tuple[int, ...]) -> bool:
+    qt = QT(qtype)
+    if qt not in TYPES or len(shape) != 2 or shape[0] % 16:          # the kernel packs N in 16s
+        return False
+    return shape[-1] % (256 if qt == QT.Q4_K else GROUP) == 0
+
+
+def from_gguf(data: torch.Tensor, qtype, n: int, k: int) -> Int4Weight:
+    """GGUF bytes [N, row bytes] (CPU) -> the int4 layout; codes kept, group scales in bfloat16."""
+    p = pack(data, qtype, k)
+    if p.qtype == QT.Q8_0:
+        q = p.codes.to(torch.int32)
+        d = p.scales.float()
+        lo = q & 15
+        return Int4Weight(n, k, [_part(lo, d, 8 * d), _part(((q - lo) >> 4) + 8, 16 * d, torch.zeros_like(d))])
+    if p.qtype == QT.Q4_K:
+        q = _nibbles(p.codes, 32).to(torch.int32)
+        d, dmin = p.scales.float().unbind(-1)                          # [N, K/256]
+        scale = (d[..., None] * p.sub[..., :8].float()).reshape(n, k // GROUP)
+        zero = 8 * scale - (dmin[..., None] * p.sub[..., 8:].float()).reshape(n, k // GROUP)
+    else:
+        q = _nibbles(p.codes, 16).to(torch.int32)
+        if p.qtype == QT.Q4_0:
+            scale = p.scales.float()
+            zero = torch.zeros_like(scale)
+        else:
+            scale, m = p.scales.float().unbind(-1)
+            zero = m + 8 * scale
+    return Int4Weight(n, k, [_part(q, scale, zero)])
+
+
+def _part(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Codes 0..15 [N, K] int32 and float32 [N, K/32] scale and zero -> one part in the kernel's layout."""
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    return packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous()
+
+
+def _mm(x: torch.Tensor, w: Int4Weight) -> torch.Tensor:
+    out = None
+    for packed, sz in w.parts:
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz).float()
+        out = y if out is None else out + y
+    return out
+
+
+def values(w: Int4Weight) -> torch.Tensor:
+    """float32 [N, K] as the kernel dequantizes it (the identity times W.T)."""
+    return _mm(torch.eye(w.k, dtype=torch.bfloat16), w).T
+
+
+def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
+    """x [..., K] @ W.T -> [..., N] float32, on zero-padded tiles of exactly `tile` rows."""
+    lead = x.shape[:-1]
+    rows = x.reshape(-1, w.k).to(torch.bfloat16)
+    m = rows.shape[0]
+    if m == 0:
+        return torch.zeros(*lead, w.n)
+    padded = rows.new_zeros(-(-m // tile) * tile, w.k)
+    padded[:m] = rows
+    out = torch.cat([_mm(t, w) for t in padded.split(tile)])
+    return out[:m].reshape(*lead, w.n)
