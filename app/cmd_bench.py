@@ -13,6 +13,7 @@ import threading
 import time
 
 import msgspec
+import psutil
 
 from app import bench_prompts
 from app.engine_flags import add_engine_flags, engine_config_from_args
@@ -87,20 +88,26 @@ def run(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.streams.split(",") if x.strip()]
     cfg = engine_config_from_args(args)
     cfg = msgspec.structs.replace(cfg, parallel=max(cfg.parallel, *levels, 2 if args.read_beside else 1))
+    rss0 = psutil.Process().memory_info().rss
     with local_client(cfg) as eng:
         eff = eng.ready.config
+        load_rss = psutil.Process().memory_info().rss - rss0      # the engine runs in this process
         run_level(eng, 1, _warm(args), "w")
         rows = [run_level(eng, n, args, f"b{n}_") for n in levels]
         beside = read_beside(eng, args.read_beside) if args.read_beside else None
     layout = {"stages": [f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages], "groups": eff.groups,
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
-              "decode_kernel": eff.decode_kernel, "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
+              "decode_kernel": eff.decode_kernel, "weights": eff.weights,
+              "load_rss_mib": round(load_rss / 2**20, 1), "file_mib": round(eng.ready.model.file_bytes / 2**20, 1),
+              "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
     if args.json:
         print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {})}))
         return 0
     print(f"# {layout['model']}: stages {layout['stages']}, groups {layout['groups']}, draft {layout['draft']} "
           f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}, {layout['dtype']}"
           f"{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, load {layout['load_s']} s")
+    print(f"# memory: resident +{layout['load_rss_mib']} MiB at load (weights, KV cache, graphs) for a "
+          f"{layout['file_mib']} MiB file; {eff.weights or 'quantized'}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",

@@ -43,34 +43,43 @@ def supports(qtype, shape: tuple[int, ...]) -> bool:
     return shape[-1] % (256 if qt == QT.Q4_K else GROUP) == 0
 
 
+ROWS = 1024                     # rows converted at a time: bounded temporaries (torch packs rows in 64s)
+
+
 def from_gguf(data: torch.Tensor, qtype, n: int, k: int) -> Int4Weight:
     """GGUF bytes [N, row bytes] (CPU) -> the int4 layout; codes kept, group scales in bfloat16."""
+    chunks = []                     # per chunk of rows, per part: (packed codes, scale, zero)
+    for a in range(0, n, ROWS):
+        chunks.append([(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1), scale, zero)
+                       for q, scale, zero in _codes_scales_zeros(data[a:a + ROWS], qtype, k)])
+    parts = []
+    for i in range(len(chunks[0])):
+        packed, scale, zero = (torch.cat([c[i][j] for c in chunks]) for j in range(3))
+        parts.append((packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous()))
+    return Int4Weight(n, k, parts)
+
+
+def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.Tensor, ...]]:
+    """Per part: codes 0..15 [n, K] int32, float32 scale and zero [n, K/32]."""
     p = pack(data, qtype, k)
+    n = data.shape[0]
     if p.qtype == QT.Q8_0:
         q = p.codes.to(torch.int32)
         d = p.scales.float()
         lo = q & 15
-        return Int4Weight(n, k, [_part(lo, d, 8 * d), _part(((q - lo) >> 4) + 8, 16 * d, torch.zeros_like(d))])
+        return [(lo, d, 8 * d), (((q - lo) >> 4) + 8, 16 * d, torch.zeros_like(d))]
     if p.qtype == QT.Q4_K:
         q = _nibbles(p.codes, 32).to(torch.int32)
-        d, dmin = p.scales.float().unbind(-1)                          # [N, K/256]
+        d, dmin = p.scales.float().unbind(-1)                          # [n, K/256]
         scale = (d[..., None] * p.sub[..., :8].float()).reshape(n, k // GROUP)
         zero = 8 * scale - (dmin[..., None] * p.sub[..., 8:].float()).reshape(n, k // GROUP)
-    else:
-        q = _nibbles(p.codes, 16).to(torch.int32)
-        if p.qtype == QT.Q4_0:
-            scale = p.scales.float()
-            zero = torch.zeros_like(scale)
-        else:
-            scale, m = p.scales.float().unbind(-1)
-            zero = m + 8 * scale
-    return Int4Weight(n, k, [_part(q, scale, zero)])
-
-
-def _part(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Codes 0..15 [N, K] int32 and float32 [N, K/32] scale and zero -> one part in the kernel's layout."""
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    return packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous()
+        return [(q, scale, zero)]
+    q = _nibbles(p.codes, 16).to(torch.int32)
+    if p.qtype == QT.Q4_0:
+        scale = p.scales.float()
+        return [(q, scale, torch.zeros_like(scale))]
+    scale, m = p.scales.float().unbind(-1)
+    return [(q, scale, m + 8 * scale)]
 
 
 def _mm(x: torch.Tensor, w: Int4Weight) -> torch.Tensor:

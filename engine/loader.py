@@ -3,6 +3,7 @@ configuration that says what really runs and why anything fell back."""
 from __future__ import annotations
 
 import importlib.util
+import ctypes
 import os
 import time
 from dataclasses import dataclass
@@ -107,6 +108,15 @@ def cpu_threads(devices: list[str], notes: list[str]) -> int:
     if n_cpu > 1:
         notes.append(f"{n_cpu} CPU stages share {cores} cores: {threads} thread(s) per stage")
     return threads
+
+
+def trim_heap() -> None:
+    """Give the C heap's freed pages back to the OS (glibc keeps them after the large temporaries a CPU
+    stage's load makes, and the process's resident memory would count them); a no-op elsewhere."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def check_quant_types(gf: GGUFFile) -> None:
@@ -216,6 +226,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     for s in stages:              # one at a time, before any stage thread makes CUDA calls
         for n in sorted({pipeline.tiles.prompt, pipeline.tiles.decode}):
             s.capture(n, with_logits=n == pipeline.tiles.decode)
+    if "cpu" in devices:
+        trim_heap()
     progress(1.0, "ready")
     info = model_info(gf, cfg)
     eff = EffectiveConfig(

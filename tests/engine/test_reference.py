@@ -29,7 +29,7 @@ def our_greedy(m, ids: list[int], n: int) -> list[int]:
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def pair(request, smol_path, gemma_file, hf_reference):
     path = smol_path if request.param == "smollm2" else gemma_file
-    ours = load_model(EngineConfig(model=str(path), ctx=256))
+    ours = load_model(EngineConfig(model=str(path), ctx=256, dtype="float32"))   # the reference mode
     yield request.param, ours, hf_reference(path)
     ours.pipeline.close()
 
@@ -48,7 +48,7 @@ def test_logits_match_transformers(pair):
 
 
 def test_smollm2_says_paris(smol_path):
-    m = load_model(EngineConfig(model=str(smol_path), ctx=128))
+    m = load_model(EngineConfig(model=str(smol_path), ctx=128))        # the default (fast) CPU mode
     try:
         ids = m.tokenizer.encode("The capital of France is")
         assert m.tokenizer.decode(our_greedy(m, ids, 3)).strip().startswith("Paris")

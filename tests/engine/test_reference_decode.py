@@ -173,7 +173,7 @@ def subject(request, smol_path, gemma_file, synthetic, hf_reference):
         mp.setattr(engine.scheduler, "verdict", picks.wrap(engine.scheduler.verdict))
         mp.setattr(MtpDrafter, "advance", dlog.wrap_advance(MtpDrafter.advance))
         mp.setattr(MtpDrafter, "_rows", dlog.wrap_rows(MtpDrafter._rows))
-        with local_client(EngineConfig(model=str(path), ctx=256, draft=draft, spec=1)) as client:
+        with local_client(EngineConfig(model=str(path), ctx=256, draft=draft, spec=1, dtype="float32")) as client:
             tok = client.transport.core.model.tokenizer
             prompts = [tok.encode(p) for p in PROMPTS]
             runs = [_generate(client, hf, picks, dlog, ids, False, f"off{i}") for i, ids in enumerate(prompts)]

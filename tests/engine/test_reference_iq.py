@@ -32,7 +32,7 @@ def pair(request, tmp_path_factory, hf_reference):
         make_all_iq(path)
     else:
         make_model("llama", SMALL2, path, qtype="IQ4_XS", qtype_map=MIX)
-    ours = load_model(EngineConfig(model=str(path), ctx=256))
+    ours = load_model(EngineConfig(model=str(path), ctx=256, dtype="float32"))   # the reference mode
     yield request.param, path, ours, hf_reference(path)
     ours.pipeline.close()
 

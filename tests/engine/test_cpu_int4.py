@@ -1,0 +1,73 @@
+"""The CPU fast mode (engine.cpu_int4, --dtype auto on CPU): 4-bit and Q8_0 matrices kept as int4 groups.
+
+The codes stay GGUF's; each 32-value group's scale and zero are rounded to bfloat16, so the values are
+the file's within bfloat16 rounding. The kernel must give a row the same bits whatever the other rows of
+its tile are and however many; and on the default model the fast mode must stay close to the reference
+numerics while keeping the weights near the file's size."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine import cpu_int4
+from engine.loader import load_model
+from engine.messages import EngineConfig
+from engine.quant import dequantize
+from engine.synthetic import _random_blocks
+
+
+def blocks(qt, n, k, seed):
+    block, _ = GGML_QUANT_SIZES[qt]
+    return torch.from_numpy(_random_blocks(qt, n * k // block, np.random.default_rng(seed), 0.02)).reshape(n, -1)
+
+
+@pytest.mark.parametrize("qt,k", [(QT.Q4_0, 576), (QT.Q4_1, 320), (QT.Q4_K, 1280), (QT.Q8_0, 576)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_int4_values_are_the_files_and_rows_do_not_depend_on_the_tile(qt, k):
+    n = 48
+    data = blocks(qt, n, k, 3)
+    assert cpu_int4.supports(qt, (n, k))
+    w = cpu_int4.from_gguf(data, qt, n, k)
+    ref = dequantize(data, qt, n * k).reshape(n, k)
+    v = cpu_int4.values(w)
+    assert ((v - ref).abs() <= ref.abs().amax(1, keepdim=True) * 2 ** -7).all()      # bfloat16 scales
+    x = torch.randn(32, k, generator=torch.Generator().manual_seed(4))
+    y = cpu_int4.linear(x, w, 32)
+    exact = x.double() @ ref.double().T
+    assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2
+    other = torch.randn(32, k, generator=torch.Generator().manual_seed(5))
+    other[9] = x[3]
+    assert torch.equal(cpu_int4.linear(other, w, 32)[9], y[3])          # other rows, other place
+    assert torch.equal(cpu_int4.linear(x[3:4], w, 32)[0], y[3])         # alone in its tile
+    assert torch.equal(cpu_int4.linear(x[3:5], w, 1)[0], cpu_int4.linear(x[3:4], w, 1)[0])
+
+
+def test_types_and_shapes_without_an_int4_form():
+    assert not cpu_int4.supports(QT.Q6_K, (48, 256))
+    assert not cpu_int4.supports(QT.Q4_0, (40, 64))          # the kernel packs rows in 16s
+    assert not cpu_int4.supports(QT.Q4_0, (48, 64, 32))
+
+
+def test_default_model_fast_mode_is_close_to_the_reference_and_small():
+    text = "The quick brown fox jumps over the lazy dog. Rivers carry water from the hills to the sea, and "
+    got = {}
+    for dtype in ("float32", "auto"):
+        m = load_model(EngineConfig(model="default", dtype=dtype, ctx=128))
+        try:
+            st = m.pipeline.stages[0]
+            # the matrices' working forms; the embedding table is read from the file's mapped pages a row
+            # at a time (only looked-up rows become resident)
+            got[dtype] = (m.pipeline.score(m.tokenizer.encode(text)).float(),
+                          st.weight_bytes - st.embedding.nbytes, m.effective)
+        finally:
+            m.pipeline.close()
+    ref, dense_bytes, _ = got["float32"]
+    fast, fast_bytes, eff = got["auto"]
+    assert eff.dtype == "bfloat16" and "int4" in eff.weights
+    p, q = torch.log_softmax(ref, -1), torch.log_softmax(fast, -1)
+    kl = (p.exp() * (p - q)).sum(-1)
+    assert kl.mean() < 0.01 and (fast.argmax(-1) == ref.argmax(-1)).float().mean() > 0.9
+    file_bytes = m.info.file_bytes
+    assert fast_bytes < 1.3 * file_bytes < dense_bytes
