@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import ModelConfig
+from engine.cpu_int4 import Int4Stack
 from engine.layers import apply_rope, attention, glu, rms_norm
 from engine.weights import LayerWeights
 
@@ -27,9 +28,13 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
                    k_cache: torch.Tensor, v_cache: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     T = x.shape[0]
     h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
-    q = lw.wq.linear(h, T).view(T, cfg.n_heads, cfg.head_dim)
-    k = lw.wk.linear(h, T).view(T, cfg.n_kv_heads, cfg.head_dim)
-    v = lw.wv.linear(h, T).view(T, cfg.n_kv_heads, cfg.head_dim)
+    if isinstance(lw.qkv, Int4Stack):             # CPU fast mode: one call for q|k|v
+        q, k, v = lw.qkv.split_linear(h, T, lw.wq.compute_dtype)
+    else:
+        q, k, v = lw.wq.linear(h, T), lw.wk.linear(h, T), lw.wv.linear(h, T)
+    q = q.reshape(T, cfg.n_heads, cfg.head_dim)
+    k = k.reshape(T, cfg.n_kv_heads, cfg.head_dim)
+    v = v.reshape(T, cfg.n_kv_heads, cfg.head_dim)
     if lw.q_norm is not None:
         q = rms_norm(q, lw.q_norm, cfg.norm_eps)
         k = rms_norm(k, lw.k_norm, cfg.norm_eps)
@@ -71,7 +76,11 @@ def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tenso
         f = moe(lw, cfg, h)
     else:
         T = h.shape[0]
-        f = lw.w_down.linear(glu(lw.w_gate.linear(h, T), lw.w_up.linear(h, T), cfg.gelu), T)
+        if isinstance(lw.gate_up, Int4Stack):     # CPU fast mode: one call for gate|up
+            g, u = lw.gate_up.split_linear(h, T, lw.w_gate.compute_dtype)
+        else:
+            g, u = lw.w_gate.linear(h, T), lw.w_up.linear(h, T)
+        f = lw.w_down.linear(glu(g, u, cfg.gelu), T)
     if lw.post_ffw_norm is not None:
         f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
     return x + f

@@ -43,6 +43,32 @@ def supports(qtype, shape: tuple[int, ...]) -> bool:
     return shape[-1] % (256 if qt == QT.Q4_K else GROUP) == 0
 
 
+@dataclass
+class Int4Stack:
+    """Matrices with the same K stacked along N (q|k|v, gate|up): one kernel call for all of them, each
+    matrix's columns bit-identical to its own call (the kernel computes every column the same way)."""
+    weight: Int4Weight
+    sizes: list[int]
+
+    def split_linear(self, x: torch.Tensor, tile: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        return linear(x, self.weight, tile).to(dtype).split(self.sizes, -1)
+
+
+def stack(weights: list[Int4Weight]) -> Int4Weight | None:
+    """One Int4Weight of the given ones stacked along N; None where they differ in K or parts, or a row
+    count is not whole blocks of the kernel's 64-row packing. The given ones then hold views of it."""
+    if len({(w.k, len(w.parts)) for w in weights}) > 1 or any(w.n % 64 for w in weights):
+        return None
+    both = Int4Weight(sum(w.n for w in weights), weights[0].k,
+                      [(torch.cat([w.parts[i][0] for w in weights]), torch.cat([w.parts[i][1] for w in weights], 1))
+                       for i in range(len(weights[0].parts))])
+    a = 0
+    for w in weights:
+        w.parts = [(packed[a:a + w.n], sz[:, a:a + w.n].contiguous()) for packed, sz in both.parts]
+        a += w.n
+    return both
+
+
 ROWS = 1024                     # rows converted at a time: bounded temporaries (torch packs rows in 64s)
 
 
@@ -83,10 +109,11 @@ def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.T
 
 
 def _mm(x: torch.Tensor, w: Int4Weight) -> torch.Tensor:
+    """bfloat16 x [M, K] @ W.T: bfloat16 for one part, float32 for two (their sum)."""
     out = None
     for packed, sz in w.parts:
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz).float()
-        out = y if out is None else out + y
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz)
+        out = y if out is None else out.float() + y.float()
     return out
 
 
@@ -96,12 +123,16 @@ def values(w: Int4Weight) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
-    """x [..., K] @ W.T -> [..., N] float32, on zero-padded tiles of exactly `tile` rows."""
+    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), on zero-padded tiles of exactly
+    `tile` rows (the kernel gives a row the same bits at any row count, so a call of exactly one tile
+    skips the padding)."""
     lead = x.shape[:-1]
     rows = x.reshape(-1, w.k).to(torch.bfloat16)
     m = rows.shape[0]
     if m == 0:
         return torch.zeros(*lead, w.n)
+    if m == tile:
+        return _mm(rows.contiguous(), w).reshape(*lead, w.n)
     padded = rows.new_zeros(-(-m // tile) * tile, w.k)
     padded[:m] = rows
     out = torch.cat([_mm(t, w) for t in padded.split(tile)])

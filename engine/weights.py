@@ -30,13 +30,19 @@ class LayerWeights:
     gate_exps: QuantTensor | None = None
     up_exps: QuantTensor | None = None
     down_exps: QuantTensor | None = None
-    qkv: object | None = None          # GPU: wq|wk|wv repacked side by side (engine.kernels.packed.Packed)
-    gate_up: object | None = None      # GPU: w_gate|w_up likewise; the matrices above are views of these
+    qkv: object | None = None          # wq|wk|wv side by side: GPU engine.kernels.packed.Packed, CPU fast mode
+    gate_up: object | None = None      # engine.cpu_int4.Int4Stack; w_gate|w_up likewise; the matrices are views
 
 
 def stack_packed(mats: list[QuantTensor]):
     """Repacked matrices with the same type and K stacked along N (one kernel launch reads them all);
-    each matrix then holds a view of its rows. None where any of them keeps its GGUF form."""
+    each matrix then holds a view of its rows. None where any of them keeps its GGUF form. On CPU in
+    the fast mode, int4 matrices likewise (engine.cpu_int4.Int4Stack: one call instead of several)."""
+    if all(m.int4 is not None for m in mats):
+        from engine import cpu_int4
+
+        both = cpu_int4.stack([m.int4 for m in mats])
+        return cpu_int4.Int4Stack(both, [m.shape[0] for m in mats]) if both is not None else None
     if any(m.packed is None for m in mats) or len({(m.qtype, m.shape[-1]) for m in mats}) > 1:
         return None
     from engine.kernels.packed import cat

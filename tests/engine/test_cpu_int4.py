@@ -44,6 +44,18 @@ def test_int4_values_are_the_files_and_rows_do_not_depend_on_the_tile(qt, k):
     assert torch.equal(cpu_int4.linear(x[3:5], w, 1)[0], cpu_int4.linear(x[3:4], w, 1)[0])
 
 
+def test_stacked_matrices_give_each_one_its_own_bits():
+    """q|k|v in one call (the fast mode's Int4Stack): each matrix's columns equal its own call's, and the
+    matrices keep working as views of the stack."""
+    ws = [cpu_int4.from_gguf(blocks(QT.Q4_1, n, 576, n), QT.Q4_1, n, 576) for n in (576, 192, 192)]
+    x = torch.randn(32, 576, generator=torch.Generator().manual_seed(6))
+    alone = [cpu_int4.linear(x, w, 32) for w in ws]
+    st = cpu_int4.Int4Stack(cpu_int4.stack(ws), [576, 192, 192])
+    for got, want, w in zip(st.split_linear(x, 32, torch.bfloat16), alone, ws):
+        assert torch.equal(got, want) and torch.equal(cpu_int4.linear(x, w, 32), want)
+    assert cpu_int4.stack([ws[0], cpu_int4.from_gguf(blocks(QT.Q4_1, 48, 576, 9), QT.Q4_1, 48, 576)]) is None
+
+
 def test_types_and_shapes_without_an_int4_form():
     assert not cpu_int4.supports(QT.Q6_K, (48, 256))
     assert not cpu_int4.supports(QT.Q4_0, (40, 64))          # the kernel packs rows in 16s
