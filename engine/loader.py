@@ -2,8 +2,8 @@
 configuration that says what really runs and why anything fell back."""
 from __future__ import annotations
 
-import importlib.util
 import ctypes
+import importlib.util
 import os
 import time
 from dataclasses import dataclass
