@@ -9,6 +9,8 @@ rounded to bfloat16 (value = (q - 8) * scale + zero):
     Q4_K  scale d sc_j,    zero 8 d sc_j - dmin m_j  (d sc_j q - dmin m_j, sub-block j)
     Q8_0  two int4 parts: the code's low 4 bits (scale d, zero 8 d) and its high 4 bits, signed
           (code + 8, scale 16 d, zero 0); the parts' products are added in float32
+    Q5_0, Q5_1  two parts: the low 4 bits (scale d, zero 0) and the fifth bit (bit + 8, scale 16 d,
+          zero -8 d for Q5_0, 8 d + m for Q5_1)
 The kernel computes every row the same way at any row count (checked in the tests), so a row's result
 does not depend on the other rows of its tile. `--dtype float32` keeps the dense reference numerics.
 """
@@ -20,9 +22,11 @@ import torch
 from gguf.constants import GGMLQuantizationType as QT
 
 from engine.kernels.packed import _nibbles, pack
+from engine.quant import fifth_bits, nibbles
+from engine.quant_kquants import f16_field
 
 GROUP = 32
-TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0})
+TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.Q5_1})
 
 
 @dataclass
@@ -87,8 +91,17 @@ def from_gguf(data: torch.Tensor, qtype, n: int, k: int) -> Int4Weight:
 
 def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.Tensor, ...]]:
     """Per part: codes 0..15 [n, K] int32, float32 scale and zero [n, K/32]."""
-    p = pack(data, qtype, k)
     n = data.shape[0]
+    if QT(qtype) in (QT.Q5_0, QT.Q5_1):
+        b = data.reshape(n * (k // GROUP), -1)
+        at = 2 if QT(qtype) == QT.Q5_0 else 4               # the fifth bits follow d (and m)
+        q = (nibbles(b[:, at + 4:at + 20]) | fifth_bits(b[:, at:at + 4])).to(torch.int32).reshape(n, k)
+        d = f16_field(b, 0).reshape(n, k // GROUP)
+        # centred parts ((lo - 8) d, and (16 bit - 8) d plus the offset): their sums stay small, so
+        # rounding each part's output to bfloat16 costs little
+        top = -8 * d if QT(qtype) == QT.Q5_0 else 8 * d + f16_field(b, 2).reshape(n, k // GROUP)
+        return [(q & 15, d, torch.zeros_like(d)), ((q >> 4) + 8, 16 * d, top)]
+    p = pack(data, qtype, k)
     if p.qtype == QT.Q8_0:
         q = p.codes.to(torch.int32)
         d = p.scales.float()

@@ -61,7 +61,8 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
     """What the effective configuration says the stages keep of each matrix."""
     cpu = "cpu" in devices
     if cpu and dtype == torch.bfloat16:
-        mode = "CPU: int4 groups with bfloat16 scales where the type allows (Q4_0, Q4_1, Q4_K, Q8_0), else dense " \
+        mode = "CPU: int4 groups with bfloat16 scales where the type allows (Q4_0, Q4_1, Q4_K; Q8_0, Q5_0, Q5_1 " \
+               "as two int4 parts), else dense " \
                "bfloat16 (fast mode; --dtype float32 for the reference numerics)"
     elif cpu:
         mode = f"CPU: dense {str(dtype).replace('torch.', '')} copies" + \

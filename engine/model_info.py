@@ -10,7 +10,7 @@ from engine.model_files import resolve_model
 
 
 # int4 parts per matrix in the CPU fast mode (engine.cpu_int4; named here without importing torch)
-INT4_PARTS = {"Q4_0": 1, "Q4_1": 1, "Q4_K": 1, "Q8_0": 2}
+INT4_PARTS = {"Q4_0": 1, "Q4_1": 1, "Q4_K": 1, "Q8_0": 2, "Q5_0": 2, "Q5_1": 2}
 
 
 def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:

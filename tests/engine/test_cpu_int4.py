@@ -6,6 +6,7 @@ its tile are and however many; and on the default model the fast mode must stay 
 numerics while keeping the weights near the file's size."""
 from __future__ import annotations
 
+import gguf
 import numpy as np
 import pytest
 import torch
@@ -19,11 +20,15 @@ from engine.synthetic import _random_blocks
 
 
 def blocks(qt, n, k, seed):
+    if qt == QT.Q5_1:          # no random-block writer for it: gguf's own quantizer on random weights
+        x = np.random.default_rng(seed).standard_normal((n, k)).astype(np.float32) * 0.02
+        return torch.from_numpy(gguf.quants.quantize(x, qt))
     block, _ = GGML_QUANT_SIZES[qt]
     return torch.from_numpy(_random_blocks(qt, n * k // block, np.random.default_rng(seed), 0.02)).reshape(n, -1)
 
 
-@pytest.mark.parametrize("qt,k", [(QT.Q4_0, 576), (QT.Q4_1, 320), (QT.Q4_K, 1280), (QT.Q8_0, 576)],
+@pytest.mark.parametrize("qt,k", [(QT.Q4_0, 576), (QT.Q4_1, 320), (QT.Q4_K, 1280), (QT.Q8_0, 576), (QT.Q5_0, 320),
+                                  (QT.Q5_1, 576)],
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_int4_values_are_the_files_and_rows_do_not_depend_on_the_tile(qt, k):
     n = 48
