@@ -22,11 +22,11 @@ import torch
 from gguf.constants import GGMLQuantizationType as QT
 
 from engine.kernels.packed import _nibbles, pack
-from engine.quant import fifth_bits, nibbles
+from engine.model_info import int4_parts
+from engine.quant import fifth_bits, nibbles, tiled
 from engine.quant_kquants import f16_field
 
 GROUP = 32
-TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.Q5_1})
 
 
 @dataclass
@@ -41,10 +41,7 @@ class Int4Weight:
 
 
 def supports(qtype, shape: tuple[int, ...]) -> bool:
-    qt = QT(qtype)
-    if qt not in TYPES or len(shape) != 2 or shape[0] % 16:          # the kernel packs N in 16s
-        return False
-    return shape[-1] % (256 if qt == QT.Q4_K else GROUP) == 0
+    return int4_parts(QT(qtype).name, shape) > 0
 
 
 @dataclass
@@ -136,17 +133,6 @@ def values(w: Int4Weight) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
-    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), on zero-padded tiles of exactly
-    `tile` rows (the kernel gives a row the same bits at any row count, so a call of exactly one tile
-    skips the padding)."""
-    lead = x.shape[:-1]
-    rows = x.reshape(-1, w.k).to(torch.bfloat16)
-    m = rows.shape[0]
-    if m == 0:
-        return torch.zeros(*lead, w.n)
-    if m == tile:
-        return _mm(rows.contiguous(), w).reshape(*lead, w.n)
-    padded = rows.new_zeros(-(-m // tile) * tile, w.k)
-    padded[:m] = rows
-    out = torch.cat([_mm(t, w) for t in padded.split(tile)])
-    return out[:m].reshape(*lead, w.n)
+    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), on fixed tiles of `tile` rows
+    (engine.quant.tiled)."""
+    return tiled(x, lambda t: _mm(t, w), w.n, torch.bfloat16, tile)

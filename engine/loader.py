@@ -22,7 +22,7 @@ from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
-from engine.model_info import cpu_matrix_bytes, layer_bytes, model_info
+from engine.model_info import INT4_PARTS, cpu_matrix_bytes, layer_bytes, model_info
 from engine.weights import WeightLoader
 
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
@@ -46,7 +46,7 @@ class LoadedModel:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _dtype(config: EngineConfig, devices: list[str], notes: list[str]) -> torch.dtype:
+def _dtype(config: EngineConfig) -> torch.dtype:
     """Weights' compute dtype (the residual stream is always float32). auto: bfloat16, which on CPU
     stages is the fast mode (int4 weights, engine.cpu_int4); float32 is the reference numerics (dense
     weights, as HF transformers computes)."""
@@ -61,9 +61,10 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
     """What the effective configuration says the stages keep of each matrix."""
     cpu = "cpu" in devices
     if cpu and dtype == torch.bfloat16:
-        mode = "CPU: int4 groups with bfloat16 scales where the type allows (Q4_0, Q4_1, Q4_K; Q8_0, Q5_0, Q5_1 " \
-               "as two int4 parts), else dense " \
-               "bfloat16 (fast mode; --dtype float32 for the reference numerics)"
+        one = ", ".join(t for t, n in INT4_PARTS.items() if n == 1)
+        two = ", ".join(t for t, n in INT4_PARTS.items() if n == 2)
+        mode = f"CPU: int4 groups with bfloat16 scales where the type allows ({one}; {two} as two int4 parts), " \
+               "else dense bfloat16 (fast mode; --dtype float32 for the reference numerics)"
     elif cpu:
         mode = f"CPU: dense {str(dtype).replace('torch.', '')} copies" + \
                (" (reference numerics)" if dtype == torch.float32 else "")
@@ -191,7 +192,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     groups = layout.slot_groups(config.parallel, config.batch_groups, len(devices))
     if groups.note:
         notes.append(groups.note)
-    dtype = _dtype(config, devices, notes)
+    dtype = _dtype(config)
     decode_kernel = _decode_kernel(config, devices, notes)
     plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp),
                      has_mtp=cfg.n_mtp > 0)

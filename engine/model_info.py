@@ -13,14 +13,21 @@ from engine.model_files import resolve_model
 INT4_PARTS = {"Q4_0": 1, "Q4_1": 1, "Q4_K": 1, "Q8_0": 2, "Q5_0": 2, "Q5_1": 2}
 
 
+def int4_parts(qtype_name: str, torch_shape: tuple[int, ...]) -> int:
+    """How many int4 parts the CPU fast mode keeps for a matrix of this type and (row-major) shape; 0
+    where it keeps a dense copy (other types, not 2-D, rows not in the kernel's 16s, K not whole groups)."""
+    parts = INT4_PARTS.get(qtype_name, 0)
+    if not parts or len(torch_shape) != 2 or torch_shape[0] % 16:
+        return 0
+    return parts if torch_shape[1] % (256 if qtype_name == "Q4_K" else 32) == 0 else 0
+
+
 def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
     """Bytes a CPU stage keeps for a matrix: in the fast mode int4 parts where engine.cpu_int4 takes the
     type and shape (0.625 bytes per value each: 4-bit codes, a bfloat16 scale and zero per 32), else a
     dense copy of bytes_per_value per value."""
-    parts = INT4_PARTS.get(t.qtype.name) if fast and len(t.shape) == 2 else None
-    if parts and t.torch_shape[0] % 16 == 0 and t.shape[0] % (256 if t.qtype.name == "Q4_K" else 32) == 0:
-        return parts * t.n_elements * 5 // 8
-    return t.n_elements * bytes_per_value
+    parts = int4_parts(t.qtype.name, t.torch_shape) if fast else 0
+    return parts * t.n_elements * 5 // 8 if parts else t.n_elements * bytes_per_value
 
 
 def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:

@@ -116,18 +116,27 @@ def numpy_as_torch(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def tiled_linear(x: torch.Tensor, weight: torch.Tensor, tile: int = LINEAR_TILE) -> torch.Tensor:
-    """x @ weight.T computed on zero-padded tiles of exactly `tile` rows, so each row's result
-    does not depend on how many rows the call has or what they hold."""
+def tiled(x: torch.Tensor, mm: Callable[[torch.Tensor], torch.Tensor], n_out: int, dtype: torch.dtype,
+          tile: int) -> torch.Tensor:
+    """mm(rows) for x's rows ([..., K] -> [..., n_out]) computed on zero-padded tiles of exactly `tile`
+    rows (in `dtype`), so each row's result does not depend on how many rows the call has or what they
+    hold. A call of exactly one tile needs no padding: mm still gets a fresh buffer, as a padded tile is."""
     lead, k = x.shape[:-1], x.shape[-1]
-    rows = x.reshape(-1, k).to(weight.dtype)
+    rows = x.reshape(-1, k).to(dtype)
     m = rows.shape[0]
     if m == 0:
-        return rows.new_zeros(*lead, weight.shape[0])
+        return rows.new_zeros(*lead, n_out)
+    if m == tile:
+        return mm(rows.clone(memory_format=torch.contiguous_format)).reshape(*lead, n_out)
     padded = rows.new_zeros(-(-m // tile) * tile, k)
     padded[:m] = rows
-    out = torch.cat([F.linear(t, weight) for t in padded.split(tile)])
-    return out[:m].reshape(*lead, weight.shape[0])
+    out = torch.cat([mm(t) for t in padded.split(tile)])
+    return out[:m].reshape(*lead, n_out)
+
+
+def tiled_linear(x: torch.Tensor, weight: torch.Tensor, tile: int = LINEAR_TILE) -> torch.Tensor:
+    """x @ weight.T on fixed tiles (`tiled`)."""
+    return tiled(x, lambda t: F.linear(t, weight), weight.shape[0], weight.dtype, tile)
 
 
 class QuantTensor:
