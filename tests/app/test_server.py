@@ -6,6 +6,7 @@ The HTTP-overhead figure:  pytest -s tests/app/test_server.py -k overhead
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
@@ -160,27 +161,39 @@ def test_eight_streams_on_two_slots(server, engine):
 
 
 def test_disconnect_mid_stream_frees_the_slot(server, engine):
-    aborted = []
-    engine.add_listener(lambda m: isinstance(m, RequestDone) and m.finish_reason == "abort"
-                        and aborted.append(time.monotonic()))
-    body = {"messages": ASK, "max_tokens": 1500, "stream": True, "ignore_eos": True}
+    done = {}
+    engine.add_listener(lambda m: isinstance(m, RequestDone) and done.setdefault(m.request_id, (m.finish_reason,
+                                                                                              time.monotonic())))
+    body = {"messages": ASK, "max_tokens": engine.ready.config.ctx - 64, "stream": True, "ignore_eos": True}
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=60) as r:
         assert r.status_code == 200
-        seen = 0
-        for line in r.iter_lines():
-            seen += line.startswith("data: ")
-            if seen >= 5:
-                break
+        # keep the line iterator: breaking out of `for line in r.iter_lines()` drops the generator, and
+        # closing it closes the connection at once (a disconnect racing the /slots poll below)
+        lines, rid, seen = r.iter_lines(), None, 0
+        while seen < 5:
+            line = next(lines)
+            if line.startswith("data: {"):
+                rid = rid or json.loads(line[6:])["id"]
+                seen += 1
+        last = {}
+
+        def holds_it() -> bool:     # telemetry (10 Hz) shows this request in a slot
+            last.update(httpx.get(server.url + "/slots").json())
+            return any(s.get("request_id") == rid and s["state"] != "idle" for s in last["slots"])
         # a deadline against a hang, not a speed bound (a loaded 2-core CI box once took over 5 s here)
-        wait_until(lambda: sum(s["state"] != "idle" for s in httpx.get(server.url + "/slots").json()["slots"]) == 1,
-                   timeout=20.0)
+        t0 = time.monotonic()
+        while not holds_it():
+            assert rid not in done, f"the request ended before the client left: {done[rid]}"
+            assert time.monotonic() - t0 < 30.0, f"the request never showed in /slots: {last}"
+            time.sleep(0.02)
         t_close = time.monotonic()
-    wait_until(lambda: len(aborted) == 1, timeout=3.0)       # the engine ended the request: finish_reason abort
+    wait_until(lambda: rid in done, timeout=3.0)
+    assert done[rid][0] == "abort"                            # the engine ended the request: finish_reason abort
     freed = wait_until(lambda: all_idle(server), timeout=3.0)
     t = engine.latest_telemetry.tokens_total
     time.sleep(0.3)
     assert engine.latest_telemetry.tokens_total == t          # nothing decodes for the gone client
-    print(f"\nabort confirmed by the engine {(aborted[0] - t_close) * 1000:.0f} ms after the client disconnected; "
+    print(f"\nabort confirmed by the engine {(done[rid][1] - t_close) * 1000:.0f} ms after the client disconnected; "
           f"/slots showed the slot idle {freed * 1000:.0f} ms later (telemetry at 10 Hz)")
 
 
