@@ -27,7 +27,9 @@ def describe(path) -> dict:
         "file": str(gf.path), "size_bytes": gf.path.stat().st_size, "gguf_version": gf.version,
         "name": cfg.name, "architecture": cfg.arch, "layers": cfg.n_layers, "mtp_layers": cfg.n_mtp,
         "embedding": cfg.n_embd, "heads": cfg.n_heads, "kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
-        "ffn": cfg.n_ff, "experts": cfg.n_expert, "experts_used": cfg.n_expert_used, "vocab": cfg.vocab_size,
+        "ffn": cfg.n_ff, "experts": cfg.n_expert, "experts_used": cfg.n_expert_used,
+        "shared_experts": cfg.n_shared_expert, "expert_gating": cfg.gating if cfg.is_moe else "",
+        "layer_kinds": cfg.layer_kinds(), "vocab": cfg.vocab_size,
         "context_length": cfg.context_length, "rope_base": cfg.rope_base, "sliding_window": cfg.sliding_window,
         "tokenizer": gf.get("tokenizer.ggml.model", ""), "tokenizer_pre": gf.get("tokenizer.ggml.pre", ""),
         "chat_template": "tokenizer.chat_template" in gf.metadata,
@@ -47,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"  name           {d['name']}")
     print(f"  architecture   {d['architecture']}: {d['layers']} layers, d {d['embedding']}, "
           f"{d['heads']}/{d['kv_heads']} heads (head dim {d['head_dim']}), ffn {d['ffn']}")
+    print(f"  blocks         {d['layer_kinds']}")
     if d["experts"]:
-        print(f"  experts        {d['experts']} routed, top-{d['experts_used']}")
+        shared = f", {d['shared_experts']} shared" if d["shared_experts"] else ""
+        print(f"  experts        {d['experts']} routed, top-{d['experts_used']} by {d['expert_gating']}{shared}")
     print(f"  vocab          {d['vocab']}, context {d['context_length']}, rope base {d['rope_base']:g}"
           + (f", sliding window {d['sliding_window']}" if d["sliding_window"] else ""))
     print(f"  tokenizer      {d['tokenizer']} (pre {d['tokenizer_pre'] or '-'}), chat template: "

@@ -9,6 +9,7 @@ import torch
 from engine.config import ModelConfig
 from engine.cpu_int4 import Int4Stack
 from engine.layers import apply_rope, attention, glu, rms_norm
+from engine.quant import QuantTensor
 from engine.weights import LayerWeights
 
 # GPU: dense blocks run as ten fused Triton launches (engine.kernels.fast_block); 0 = the torch ops below
@@ -32,6 +33,8 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
         q, k, v = lw.qkv.split_linear(h, T, lw.wq.compute_dtype)
     else:
         q, k, v = lw.wq.linear(h, T), lw.wk.linear(h, T), lw.wv.linear(h, T)
+    if lw.bq is not None:
+        q, k, v = q + lw.bq, k + lw.bk, v + lw.bv
     q = q.reshape(T, cfg.n_heads, cfg.head_dim)
     k = k.reshape(T, cfg.n_kv_heads, cfg.head_dim)
     v = v.reshape(T, cfg.n_kv_heads, cfg.head_dim)
@@ -50,13 +53,40 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     return x + o
 
 
+def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's experts (top-k, in score order) and their weights, from that row alone: softmax
+    scores (qwen3moe), or sigmoid scores selected with the file's bias added (glm4moe); the selected
+    weights renormalised where the model says so, then scaled."""
+    logits = lw.router.linear(h, h.shape[0]).float()
+    if cfg.gating == "sigmoid":
+        scores = torch.sigmoid(logits)
+        _, sel = torch.topk(scores + lw.exp_probs_b, cfg.n_expert_used, dim=-1)     # [T, k]
+        w = scores.gather(-1, sel)
+    else:
+        w, sel = torch.topk(torch.softmax(logits, dim=-1), cfg.n_expert_used, dim=-1)
+    if cfg.expert_weights_norm:
+        w = w / w.sum(-1, keepdim=True)
+    if cfg.expert_weights_scale != 1.0:
+        w = w * cfg.expert_weights_scale
+    return w, sel
+
+
+def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: torch.Tensor, gelu: bool):
+    T = h.shape[0]
+    if isinstance(stack, Int4Stack):              # CPU fast mode: one call for gate|up
+        g, u = stack.split_linear(h, T, gate.compute_dtype)
+    else:
+        g, u = gate.linear(h, T), up.linear(h, T)
+    return down.linear(glu(g, u, gelu), T)
+
+
 def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
     """Routed experts, row-invariant: each expert runs its rows through matmuls on tiles of the
-    block's own tile size, and each row sums its experts in its own top-k order."""
+    block's own tile size, and each row sums its experts in its own top-k order; then the shared
+    experts (run on every row) are added."""
     T = h.shape[0]
-    probs = torch.softmax(lw.router.linear(h, T).float(), dim=-1)
-    w, sel = torch.topk(probs, cfg.n_expert_used, dim=-1)          # [T, k]
-    w = (w / w.sum(-1, keepdim=True)).to(h.dtype)
+    w, sel = route(lw, cfg, h)
+    w = w.to(h.dtype)
     ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)
     for e in torch.unique(sel).tolist():
         rows, ks = (sel == e).nonzero(as_tuple=True)
@@ -67,20 +97,17 @@ def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
     out = ys[:, 0] * w[:, :1]
     for j in range(1, cfg.n_expert_used):
         out = out + ys[:, j] * w[:, j:j + 1]
+    if lw.gate_shexp is not None:
+        out = out + dense_ffn(lw.gate_shexp, lw.up_shexp, lw.down_shexp, lw.shexp_gate_up, h, False).to(out.dtype)
     return out
 
 
 def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tensor:
     h = rms_norm(x, lw.ffn_norm, cfg.norm_eps)
-    if cfg.is_moe:
+    if lw.router is not None:
         f = moe(lw, cfg, h)
     else:
-        T = h.shape[0]
-        if isinstance(lw.gate_up, Int4Stack):     # CPU fast mode: one call for gate|up
-            g, u = lw.gate_up.split_linear(h, T, lw.w_gate.compute_dtype)
-        else:
-            g, u = lw.w_gate.linear(h, T), lw.w_up.linear(h, T)
-        f = lw.w_down.linear(glu(g, u, cfg.gelu), T)
+        f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu)
     if lw.post_ffw_norm is not None:
         f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
     return x + f

@@ -9,7 +9,8 @@ import numpy as np
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 
-SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe")
+GATING = {1: "softmax", 2: "sigmoid"}   # llama.cpp's expert_gating_func values the engine runs
 GEMMA3_LOCAL_ROPE_BASE = 10_000.0   # not in the metadata (ENVIRONMENT.md); llama.cpp hard-codes it too
 GEMMA3_SWA_PATTERN = 6              # every 6th layer is global
 
@@ -36,6 +37,12 @@ class ModelConfig:
     n_expert: int = 0
     n_expert_used: int = 0
     expert_ff: int = 0
+    n_shared_expert: int = 0        # glm4moe: shared experts beside the routed ones (ffn_*_shexp)
+    dense_lead: int = 0             # glm4moe: the first layers have a dense FFN, the rest experts
+    gating: str = "softmax"         # router scores: softmax, or sigmoid plus a selection bias (exp_probs_b)
+    expert_weights_norm: bool = True    # the selected experts' weights are renormalised to sum 1
+    expert_weights_scale: float = 1.0   # then scaled by this
+    attn_bias: bool = False         # glm4moe: q, k and v have biases
     embed_scale: float = 1.0
     attn_scale: float = 0.0
     gelu: bool = False              # GeGLU (gemma) instead of SwiGLU
@@ -56,6 +63,24 @@ class ModelConfig:
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """Routed experts in this block (the nextn block too), or a dense FFN."""
+        return self.is_moe and layer >= self.dense_lead
+
+    def layer_kinds(self) -> str:
+        """The blocks' kinds in order, runs collapsed: '1 dense + 45 moe + 1 nextn (moe)'."""
+        kinds = ["moe" if self.layer_is_moe(i) else "dense" for i in range(self.n_layers)]
+        runs: list[list] = []
+        for k in kinds:
+            if runs and runs[-1][1] == k:
+                runs[-1][0] += 1
+            else:
+                runs.append([1, k])
+        text = " + ".join(f"{n} {k}" for n, k in runs)
+        if self.n_mtp:
+            text += f" + {self.n_mtp} nextn ({'moe' if self.layer_is_moe(self.n_layers) else 'dense'})"
+        return text
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -135,9 +160,25 @@ def model_config(gf: GGUFFile) -> ModelConfig:
         qk_norm=arch in ("qwen3", "qwen3moe", "gemma3"),
     )
     cfg.attn_scale = 1.0 / math.sqrt(head_dim)
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "glm4moe"):
         cfg.n_expert, cfg.n_expert_used = kint("expert_count", lo=1, hi=1 << 16), kint("expert_used_count", lo=1, hi=1 << 16)
         cfg.expert_ff = kint("expert_feed_forward_length", 0) or cfg.n_ff
+    if arch == "glm4moe":
+        cfg.qk_norm = "blk.0.attn_q_norm.weight" in gf.tensors       # GLM-4.5 has them, GLM-4.5-Air not
+        cfg.attn_bias = "blk.0.attn_q.bias" in gf.tensors
+        cfg.n_shared_expert = kint("expert_shared_count", 0, hi=1 << 10)
+        cfg.dense_lead = kint("leading_dense_block_count", 0, hi=MAX_LAYERS)
+        gating = kint("expert_gating_func", 2, hi=255)
+        if gating not in GATING:
+            raise ModelFileError(gf.path, f"metadata 'glm4moe.expert_gating_func' is {gating}: the engine runs "
+                                          f"{', '.join(f'{k} ({v})' for k, v in GATING.items())}")
+        cfg.gating = GATING[gating]
+        norm = k("expert_weights_norm", False)
+        if not isinstance(norm, bool):
+            raise ModelFileError(gf.path, "metadata 'glm4moe.expert_weights_norm' should be true or false, "
+                                          f"not {_shown(norm)}")
+        cfg.expert_weights_norm = norm
+        cfg.expert_weights_scale = kfloat("expert_weights_scale", 1.0, 0.0, 1e6)
     if arch == "gemma3":
         cfg.embed_scale = math.sqrt(n_embd)
         cfg.gelu = cfg.post_norms = True
@@ -154,9 +195,10 @@ def _check(gf: GGUFFile, cfg: ModelConfig) -> None:
     if cfg.rope_dim > cfg.head_dim or cfg.rope_dim % 2 or cfg.head_dim % 2:
         raise ModelFileError(gf.path, f"implausible shape: rope dimension {cfg.rope_dim}, head dimension {cfg.head_dim} "
                                       "(both even, rope at most the head)")
-    if cfg.vocab_size < 1 or (cfg.expert_ff if cfg.is_moe else cfg.n_ff) < 1:
+    dense_ff = not cfg.is_moe or cfg.dense_lead > 0
+    if cfg.vocab_size < 1 or (cfg.is_moe and cfg.expert_ff < 1) or (dense_ff and cfg.n_ff < 1):
         raise ModelFileError(gf.path, f"implausible shape: vocabulary {cfg.vocab_size}, feed-forward "
-                                      f"{cfg.expert_ff if cfg.is_moe else cfg.n_ff}")
+                                      f"{cfg.n_ff}, experts' feed-forward {cfg.expert_ff}")
     if cfg.is_moe and cfg.n_expert_used > cfg.n_expert:
         raise ModelFileError(gf.path, f"implausible shape: {cfg.n_expert_used} of {cfg.n_expert} experts used")
     last = f"blk.{cfg.n_layers + cfg.n_mtp - 1}.attn_q.weight"     # bounds the layer count by the file
@@ -170,19 +212,29 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
     d, q, kv = cfg.n_embd, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     out = {"token_embd.weight": ((d, cfg.vocab_size), True), "output_norm.weight": ((d,), True),
            "output.weight": ((d, cfg.vocab_size), False)}
+    glm = cfg.arch == "glm4moe"       # its FFN input norm is named post_attention_norm (llama.cpp's attn_post_norm)
     for b in range(cfg.n_layers + min(cfg.n_mtp, 1)):
         p = f"blk.{b}."
         out.update({
             p + "attn_norm.weight": ((d,), True), p + "attn_q.weight": ((d, q), True),
             p + "attn_k.weight": ((d, kv), True), p + "attn_v.weight": ((d, kv), True),
-            p + "attn_output.weight": ((q, d), True), p + "ffn_norm.weight": ((d,), True),
+            p + "attn_output.weight": ((q, d), True), p + "ffn_norm.weight": ((d,), not glm),
             p + "attn_q_norm.weight": ((cfg.head_dim,), False), p + "attn_k_norm.weight": ((cfg.head_dim,), False),
-            p + "post_attention_norm.weight": ((d,), False), p + "post_ffw_norm.weight": ((d,), False),
+            p + "post_attention_norm.weight": ((d,), glm), p + "post_ffw_norm.weight": ((d,), False),
         })
-        if cfg.is_moe:
+        if cfg.attn_bias:
+            out.update({p + "attn_q.bias": ((q,), True), p + "attn_k.bias": ((kv,), True),
+                        p + "attn_v.bias": ((kv,), True)})
+        if cfg.layer_is_moe(b):
             e, f = cfg.n_expert, cfg.expert_ff
             out.update({p + "ffn_gate_inp.weight": ((d, e), True), p + "ffn_gate_exps.weight": ((d, f, e), True),
                         p + "ffn_up_exps.weight": ((d, f, e), True), p + "ffn_down_exps.weight": ((f, d, e), True)})
+            if cfg.gating == "sigmoid":
+                out[p + "exp_probs_b.bias"] = ((e,), True)
+            if cfg.n_shared_expert:
+                fs = f * cfg.n_shared_expert
+                out.update({p + "ffn_gate_shexp.weight": ((d, fs), True), p + "ffn_up_shexp.weight": ((d, fs), True),
+                            p + "ffn_down_shexp.weight": ((fs, d), True)})
         else:
             out.update({p + "ffn_gate.weight": ((d, cfg.n_ff), True), p + "ffn_up.weight": ((d, cfg.n_ff), True),
                         p + "ffn_down.weight": ((cfg.n_ff, d), True)})

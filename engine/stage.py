@@ -94,7 +94,8 @@ class Stage:
         return self.head.output.linear(h, h.shape[0], n_dev).float()
 
 
-STACKED = ("qkv", "gate_up")          # LayerWeights fields whose bytes the matrices' views already count
+# LayerWeights fields whose bytes the matrices' views already count
+STACKED = ("qkv", "gate_up", "shexp_gate_up")
 
 
 def resident_bytes(t) -> int:

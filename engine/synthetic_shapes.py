@@ -12,17 +12,22 @@ from gguf.constants import TENSOR_NAMES, GGUFValueType, Keys, MODEL_TENSOR as T
 
 from engine.errors import ConfigError
 
-ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3")
+ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe")
+MOE_ARCHS = ("qwen3moe", "glm4moe")
 VOCAB_SIZE = 49152  # the default model's (SmolLM2) tokenizer is copied into every synthetic model
 
-_RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6}
+_RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6, "glm4moe": 1e-5}
 _HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3"}
-_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3"}
+_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3", "glm4moe"}
+# glm4moe as GLM-4.5-Air: q/k/v biases, no q/k norms, rope on half of each head, sigmoid routing
+# with a selection bias, one shared expert, the first block dense
+GLM_ROUTED_SCALE = 2.5    # GLM-4.5's (Air's is 1.0): synthetic files exercise a scale other than 1
 
 
 @dataclass(frozen=True)
 class Shape:
-    """Model dimensions; the expert fields are used by MoE archs only, sliding_window by gemma3 only."""
+    """Model dimensions; the expert fields are used by MoE archs only, sliding_window by gemma3 only,
+    n_shared and dense_lead by glm4moe only."""
     n_layer: int
     d_model: int
     n_head: int
@@ -35,6 +40,8 @@ class Shape:
     n_expert_used: int = 0
     expert_ffn: int = 0
     sliding_window: int = 0
+    n_shared: int = 1
+    dense_lead: int = 1
 
 
 SHAPES: dict[str, Shape] = {
@@ -52,6 +59,8 @@ SHAPES: dict[str, Shape] = {
     "qwen3-30b-a3b": Shape(n_layer=48, d_model=2048, n_head=32, n_head_kv=4, head_dim=128, ffn=6144,
                            context=40960, rope_base=1000000.0, n_expert=128, n_expert_used=8,
                            expert_ffn=768, sliding_window=4096),
+    "glm-4.5-air": Shape(n_layer=46, d_model=4096, n_head=96, n_head_kv=8, head_dim=128, ffn=10944,
+                         context=131072, rope_base=1000000.0, n_expert=128, n_expert_used=8, expert_ffn=1408),
 }
 
 
@@ -67,14 +76,15 @@ def check(arch: str, shape: Shape, mtp: int) -> None:
     """Raise ConfigError for a combination that cannot make a model."""
     if arch not in ARCHS:
         raise ConfigError(f"unknown arch {arch!r}: choose one of {', '.join(ARCHS)}")
-    if arch == "qwen3moe" and shape.n_expert == 0:
-        raise ConfigError("arch qwen3moe needs a shape with experts (tiny, small or qwen3-30b-a3b)")
+    if arch in MOE_ARCHS and shape.n_expert == 0:
+        with_experts = ", ".join(k for k, v in SHAPES.items() if v.n_expert)
+        raise ConfigError(f"arch {arch} needs a shape with experts ({with_experts})")
     if mtp < 0:
         raise ConfigError(f"mtp must be 0 or more, not {mtp}")
 
 
-def _name(kind: T, bid: int | None = None) -> str:
-    return TENSOR_NAMES[kind].format(bid=bid) + ".weight"
+def _name(kind: T, bid: int | None = None, suffix: str = "weight") -> str:
+    return TENSOR_NAMES[kind].format(bid=bid) + "." + suffix
 
 
 def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
@@ -86,6 +96,10 @@ def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
         TensorSpec(_name(T.ATTN_V, bid), (s.d_model, kv), "weight"),
         TensorSpec(_name(T.ATTN_OUT, bid), (q, s.d_model), "weight"),
     ]
+    if arch == "glm4moe":
+        specs += [TensorSpec(_name(T.ATTN_Q, bid, "bias"), (q,), "bias"),
+                  TensorSpec(_name(T.ATTN_K, bid, "bias"), (kv,), "bias"),
+                  TensorSpec(_name(T.ATTN_V, bid, "bias"), (kv,), "bias")]
     if arch in _HAS_QK_NORM:
         specs += [TensorSpec(_name(T.ATTN_Q_NORM, bid), (s.head_dim,), "norm"),
                   TensorSpec(_name(T.ATTN_K_NORM, bid), (s.head_dim,), "norm")]
@@ -95,8 +109,9 @@ def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
 
 
 def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
-    specs = [TensorSpec(_name(T.FFN_NORM, bid), (s.d_model,), "norm")]
-    if arch == "qwen3moe":
+    # glm4moe names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm)
+    specs = [TensorSpec(_name(T.ATTN_POST_NORM if arch == "glm4moe" else T.FFN_NORM, bid), (s.d_model,), "norm")]
+    if arch in MOE_ARCHS and not (arch == "glm4moe" and bid < s.dense_lead):
         e, f = s.n_expert, s.expert_ffn
         specs += [
             TensorSpec(_name(T.FFN_GATE_INP, bid), (s.d_model, e), "router"),
@@ -104,6 +119,14 @@ def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
             TensorSpec(_name(T.FFN_UP_EXP, bid), (s.d_model, f, e), "weight"),
             TensorSpec(_name(T.FFN_DOWN_EXP, bid), (f, s.d_model, e), "weight"),
         ]
+        if arch == "glm4moe":
+            fs = f * s.n_shared
+            specs += [
+                TensorSpec(_name(T.FFN_EXP_PROBS_B, bid, "bias"), (e,), "bias"),
+                TensorSpec(_name(T.FFN_GATE_SHEXP, bid), (s.d_model, fs), "weight"),
+                TensorSpec(_name(T.FFN_UP_SHEXP, bid), (s.d_model, fs), "weight"),
+                TensorSpec(_name(T.FFN_DOWN_SHEXP, bid), (fs, s.d_model), "weight"),
+            ]
     else:
         specs += [
             TensorSpec(_name(T.FFN_GATE, bid), (s.d_model, s.ffn), "weight"),
@@ -155,16 +178,22 @@ def arch_metadata(arch: str, s: Shape, mtp: int = 0) -> dict[str, tuple[object, 
         Keys.Attention.HEAD_COUNT: (s.n_head, u32),
         Keys.Attention.HEAD_COUNT_KV: (s.n_head_kv, u32),
         Keys.Attention.LAYERNORM_RMS_EPS: (_RMS_EPS[arch], f32),
-        Keys.Rope.DIMENSION_COUNT: (s.head_dim, u32),
+        Keys.Rope.DIMENSION_COUNT: (s.head_dim // 2 if arch == "glm4moe" else s.head_dim, u32),
         Keys.Rope.FREQ_BASE: (s.rope_base, f32),
     }
     if arch in _HAS_HEAD_DIM_KEYS or s.n_head * s.head_dim != s.d_model:
         meta[Keys.Attention.KEY_LENGTH] = (s.head_dim, u32)
         meta[Keys.Attention.VALUE_LENGTH] = (s.head_dim, u32)
-    if arch == "qwen3moe":
+    if arch in MOE_ARCHS:
         meta[Keys.LLM.EXPERT_COUNT] = (s.n_expert, u32)
         meta[Keys.LLM.EXPERT_USED_COUNT] = (s.n_expert_used, u32)
         meta[Keys.LLM.EXPERT_FEED_FORWARD_LENGTH] = (s.expert_ffn, u32)
+    if arch == "glm4moe":
+        meta[Keys.LLM.EXPERT_SHARED_COUNT] = (s.n_shared, u32)
+        meta[Keys.LLM.LEADING_DENSE_BLOCK_COUNT] = (s.dense_lead, u32)
+        meta[Keys.LLM.EXPERT_WEIGHTS_SCALE] = (GLM_ROUTED_SCALE, f32)
+        meta[Keys.LLM.EXPERT_WEIGHTS_NORM] = (True, GGUFValueType.BOOL)
+        meta[Keys.LLM.EXPERT_GATING_FUNC] = (2, u32)         # sigmoid
     if arch == "gemma3":
         meta[Keys.Attention.SLIDING_WINDOW] = (s.sliding_window, u32)
     if mtp:

@@ -30,6 +30,14 @@ class LayerWeights:
     gate_exps: QuantTensor | None = None
     up_exps: QuantTensor | None = None
     down_exps: QuantTensor | None = None
+    bq: torch.Tensor | None = None     # glm4moe: q, k, v biases
+    bk: torch.Tensor | None = None
+    bv: torch.Tensor | None = None
+    exp_probs_b: torch.Tensor | None = None    # sigmoid routing: added to the scores to select experts
+    gate_shexp: QuantTensor | None = None      # shared experts (glm4moe), run on every row
+    up_shexp: QuantTensor | None = None
+    down_shexp: QuantTensor | None = None
+    shexp_gate_up: object | None = None        # gate_shexp|up_shexp stacked, as gate_up
     qkv: object | None = None          # wq|wk|wv side by side: GPU engine.kernels.packed.Packed, CPU fast mode
     gate_up: object | None = None      # engine.cpu_int4.Int4Stack; w_gate|w_up likewise; the matrices are views
 
@@ -108,19 +116,28 @@ class WeightLoader:
     def layer(self, i: int, device) -> LayerWeights:
         p = f"blk.{i}."
         opt_v = lambda n: self.vector(p + n, device) if self.has(p + n) else None  # noqa: E731
+        glm = self.cfg.arch == "glm4moe"     # its FFN input norm is the file's post_attention_norm
         lw = LayerWeights(
             attn_norm=self.vector(p + "attn_norm.weight", device),
             wq=self.matrix(p + "attn_q.weight", device), wk=self.matrix(p + "attn_k.weight", device),
             wv=self.matrix(p + "attn_v.weight", device), wo=self.matrix(p + "attn_output.weight", device),
-            ffn_norm=self.vector(p + "ffn_norm.weight", device),
+            ffn_norm=self.vector(p + ("post_attention_norm.weight" if glm else "ffn_norm.weight"), device),
             q_norm=opt_v("attn_q_norm.weight"), k_norm=opt_v("attn_k_norm.weight"),
-            post_attn_norm=opt_v("post_attention_norm.weight"), post_ffw_norm=opt_v("post_ffw_norm.weight"),
+            post_attn_norm=None if glm else opt_v("post_attention_norm.weight"),
+            post_ffw_norm=opt_v("post_ffw_norm.weight"),
+            bq=opt_v("attn_q.bias"), bk=opt_v("attn_k.bias"), bv=opt_v("attn_v.bias"),
         )
-        if self.cfg.is_moe:
+        if self.cfg.layer_is_moe(i):
             lw.router = self.matrix(p + "ffn_gate_inp.weight", device)
             lw.gate_exps = self.matrix(p + "ffn_gate_exps.weight", device)
             lw.up_exps = self.matrix(p + "ffn_up_exps.weight", device)
             lw.down_exps = self.matrix(p + "ffn_down_exps.weight", device)
+            lw.exp_probs_b = opt_v("exp_probs_b.bias")
+            if self.cfg.n_shared_expert:
+                lw.gate_shexp = self.matrix(p + "ffn_gate_shexp.weight", device)
+                lw.up_shexp = self.matrix(p + "ffn_up_shexp.weight", device)
+                lw.down_shexp = self.matrix(p + "ffn_down_shexp.weight", device)
+                lw.shexp_gate_up = stack_packed([lw.gate_shexp, lw.up_shexp])
         else:
             lw.w_gate = self.matrix(p + "ffn_gate.weight", device)
             lw.w_up = self.matrix(p + "ffn_up.weight", device)

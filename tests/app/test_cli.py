@@ -40,6 +40,10 @@ def test_inspect_reports_the_file(synthetic):
     assert d["tokenizer"] == "gpt2" and d["layers"] == 6 and len(d["layer_bytes"]) == 7
     text = strata("inspect", synthetic("gemma3")).stdout
     assert "gemma3" in text and "sliding window 16" in text and "bytes/layer" in text
+    assert d["layer_kinds"] == "6 moe + 1 nextn (moe)" and d["expert_gating"] == "softmax"
+    text = strata("inspect", synthetic("glm4moe", mtp=1)).stdout
+    assert "blocks         1 dense + 5 moe + 1 nextn (moe)" in text
+    assert "experts        8 routed, top-2 by sigmoid, 1 shared" in text
 
 
 def test_make_model_writes_a_loadable_file(tmp_path):

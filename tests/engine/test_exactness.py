@@ -28,6 +28,8 @@ SYNTHETIC_LAYOUTS = [
     ("llama", "cpu", "auto", 4, 1, 0, 4, 0.8),
     ("gemma3", "cpu,cpu", "3", 2, 2, 1, 1, 0.7),
     ("qwen3", "cpu,cpu", "auto", 4, 1, 0, 3, 0.0),
+    ("glm4moe", "cpu,cpu", "auto", 4, 2, 2, 1, 0.8),
+    ("glm4moe", "cpu", "auto", 3, 1, 0, 3, 0.0),
 ]
 
 

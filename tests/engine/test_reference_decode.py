@@ -13,7 +13,8 @@ and chain rows) against transformers' own decoder layer holding the nextn block'
 enorm / hnorm / eh_proj / shared_head_norm / head in plain torch (engine/drafts.py describes them).
 
 Synthetic qwen3 / qwen3moe models are read by transformers from the same GGUF file; their MTP block
-is the file's last block, which transformers builds as one more decoder layer.
+is the file's last block, which transformers builds as one more decoder layer. Transformers' GGUF
+reader does not take glm4moe: its Glm4MoeForCausalLM gets the file's weights through hf_glm4moe.py.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from engine.drafts import MtpDrafter
 from engine.gguf_file import read_gguf
 from engine.layers import rms_norm
 from engine.messages import AddRequest, Configure, EngineConfig, SamplingParams
+from tests.engine.hf_glm4moe import load_glm4moe
 
 pytestmark = pytest.mark.slow
 
@@ -39,9 +41,9 @@ PROMPTS = ["The capital of France is",
 # Max |logit diff| over every generated position (drafts off and on), float32 on both sides, measured
 # here: SmolLM2 6.0e-5 (logits up to ~30), Gemma 3 270M 2.6e-5, synthetic qwen3 5.4e-7 and qwen3moe
 # 4.2e-7 (random weights: logits below ~1); the MTP layer 4.2e-7 on both. Tolerances: ~3-4x those.
-LOGIT_ATOL = {"smollm2": 2e-4, "gemma3": 1e-4, "qwen3": 2e-6, "qwen3moe": 1.5e-6}
+LOGIT_ATOL = {"smollm2": 2e-4, "gemma3": 1e-4, "qwen3": 2e-6, "qwen3moe": 1.5e-6, "glm4moe": 1.5e-6}
 MTP_ATOL = 1.5e-6
-MODELS = ["smollm2", "gemma3", "qwen3", "qwen3moe"]
+MODELS = ["smollm2", "gemma3", "qwen3", "qwen3moe", "glm4moe"]
 
 
 # ---------------------------------------------------------------- test-only hooks
@@ -166,7 +168,7 @@ def subject(request, smol_path, gemma_file, synthetic, hf_reference):
     else:
         path, draft = synthetic(name, mtp=1), "both"     # lookup where the text repeats, else MTP
         overrides, n_layers = _hf_overrides(path, name)
-    hf = hf_reference(path, **overrides)
+    hf = load_glm4moe(path) if name == "glm4moe" else hf_reference(path, **overrides)
     if n_layers:
         hf.config.num_hidden_layers = n_layers           # the trunk; layers[n_layers] is the nextn block
     with pytest.MonkeyPatch.context() as mp:
@@ -262,7 +264,7 @@ def _trunk_hidden(hf, tokens: list[int]) -> torch.Tensor:
     return seen[0]
 
 
-@pytest.mark.parametrize("subject", ["qwen3", "qwen3moe"], indirect=True)
+@pytest.mark.parametrize("subject", ["qwen3", "qwen3moe", "glm4moe"], indirect=True)
 def test_mtp_layer_logits_match_reference(subject):
     worst, n_rows, n_chain = 0.0, 0, 0
     ref = NextnReference(subject.hf, subject.gguf_path, subject.n_layers)

@@ -27,22 +27,33 @@ BLOCK = {
     "qwen3moe": ATTN + ["attn_q_norm", "attn_k_norm"] + MOE_FFN,
     "gemma3": ATTN + ["attn_q_norm", "attn_k_norm", "post_attention_norm"] + DENSE_FFN + ["post_ffw_norm"],
 }
+GLM_ATTN = ATTN + ["post_attention_norm"]          # glm4moe's FFN input norm; q/k/v biases besides
+GLM_BIASES = ["attn_q", "attn_k", "attn_v"]
+GLM_MOE = MOE_FFN[1:] + ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
+
+
+def block_names(arch: str, bid: int) -> list[str]:
+    """(weight names, bias names) of block bid without the '.weight'/'.bias' suffix."""
+    if arch != "glm4moe":
+        return [n + ".weight" for n in BLOCK[arch]]
+    ffn = DENSE_FFN[1:] if bid < SHAPES["tiny"].dense_lead else GLM_MOE
+    biases = GLM_BIASES + (["exp_probs_b"] if bid >= SHAPES["tiny"].dense_lead else [])
+    return [n + ".weight" for n in GLM_ATTN + ffn] + [n + ".bias" for n in biases]
 NEXTN = ["nextn.eh_proj", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"]
 
 
 def is_f32(name: str) -> bool:
-    """Norms (incl. nextn enorm/hnorm) and the MoE router are always F32."""
-    return name.endswith("norm.weight") or "ffn_gate_inp" in name
+    """Norms (incl. nextn enorm/hnorm), biases and the MoE router are always F32."""
+    return name.endswith("norm.weight") or name.endswith(".bias") or "ffn_gate_inp" in name
 
 
 def expected_names(arch: str, mtp: int, own_head: bool = False) -> set[str]:
     names = {"token_embd", "output_norm"} | ({"output"} if arch != "gemma3" else set())
     for bid in range(6 + mtp):
-        names |= {f"blk.{bid}.{t}" for t in BLOCK[arch]}
         if bid >= 6:
             extra = NEXTN + (["nextn.embed_tokens", "nextn.shared_head_head"] if own_head else [])
             names |= {f"blk.{bid}.{t}" for t in extra}
-    return {n + ".weight" for n in names}
+    return {n + ".weight" for n in names} | {f"blk.{bid}.{t}" for bid in range(6 + mtp) for t in block_names(arch, bid)}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +84,11 @@ def test_tensor_names_shapes_types(tiny, arch, mtp):
         assert t["blk.0.ffn_down_exps.weight"].shape == (32, 64, 8)
     else:
         assert t["blk.0.ffn_down.weight"].shape == (128, 64)
-    if arch != "llama":
+    if arch == "glm4moe":               # block 0 dense, then experts beside one shared expert
+        assert t["blk.1.ffn_gate_exps.weight"].shape == (64, 32, 8)
+        assert t["blk.1.ffn_down_shexp.weight"].shape == (32, 64)
+        assert t["blk.1.exp_probs_b.bias"].shape == (8,) and t["blk.0.attn_k.bias"].shape == (32,)
+    elif arch != "llama":
         assert t["blk.0.attn_q_norm.weight"].shape == (16,)
     if mtp:
         assert t[f"blk.{6 + MTP - 1}.nextn.eh_proj.weight"].shape == (128, 64)
@@ -88,11 +103,14 @@ def test_metadata(tiny, arch, mtp):
     assert m["general.architecture"] == arch
     expect = {"vocab_size": 49152, "block_count": 6 + mtp, "embedding_length": 64, "feed_forward_length": 128,
               "context_length": 4096, "attention.head_count": 4, "attention.head_count_kv": 2,
-              "rope.dimension_count": 16}
+              "rope.dimension_count": 8 if arch == "glm4moe" else 16}
     if arch != "llama":
         expect |= {"attention.key_length": 16, "attention.value_length": 16}
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "glm4moe"):
         expect |= {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 32}
+    if arch == "glm4moe":
+        expect |= {"expert_shared_count": 1, "leading_dense_block_count": 1, "expert_gating_func": 2,
+                   "expert_weights_norm": True, "expert_weights_scale": 2.5}
     if arch == "gemma3":
         expect["attention.sliding_window"] = 16
     if mtp:
@@ -149,6 +167,8 @@ def check_values(path, expect_types=None):
         assert x.size == info.n_elements and np.isfinite(x).all(), name
         if name.endswith("norm.weight"):
             assert 0.9 <= x.min() and x.max() <= 1.1, name
+        elif x.size < 256:              # glm4moe's biases: too few values for the statistics
+            assert np.abs(x).max() <= synthetic.UNIFORM_HALF_WIDTH, name
         else:
             assert 0.015 < x.std() < 0.025 and abs(x.mean()) < 0.003, (name, x.std(), x.mean())
 
