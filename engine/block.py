@@ -8,6 +8,7 @@ import torch
 
 from engine.config import ModelConfig
 from engine.cpu_int4 import Int4Stack
+from engine.gdn import delta_net
 from engine.layers import apply_rope, attention, glu, rms_norm
 from engine.quant import QuantTensor
 from engine.weights import LayerWeights
@@ -35,6 +36,10 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
         q, k, v = lw.wq.linear(h, T), lw.wk.linear(h, T), lw.wv.linear(h, T)
     if lw.bq is not None:
         q, k, v = q + lw.bq, k + lw.bk, v + lw.bv
+    gate = None
+    if cfg.attn_gate:                             # qwen35: each head's q then its output gate
+        qg = q.reshape(T, cfg.n_heads, 2, cfg.head_dim)
+        q, gate = qg[:, :, 0], qg[:, :, 1].reshape(T, cfg.n_heads * cfg.head_dim)
     q = q.reshape(T, cfg.n_heads, cfg.head_dim)
     k = k.reshape(T, cfg.n_kv_heads, cfg.head_dim)
     v = v.reshape(T, cfg.n_kv_heads, cfg.head_dim)
@@ -47,7 +52,10 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
     v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
     a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale)
-    o = lw.wo.linear(a.reshape(T, cfg.n_heads * cfg.head_dim), T)
+    a = a.reshape(T, cfg.n_heads * cfg.head_dim)
+    if gate is not None:
+        a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)
+    o = lw.wo.linear(a, T)
     if lw.post_attn_norm is not None:
         o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
     return x + o
@@ -98,7 +106,10 @@ def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
     for j in range(1, cfg.n_expert_used):
         out = out + ys[:, j] * w[:, j:j + 1]
     if lw.gate_shexp is not None:
-        out = out + dense_ffn(lw.gate_shexp, lw.up_shexp, lw.down_shexp, lw.shexp_gate_up, h, False).to(out.dtype)
+        shared = dense_ffn(lw.gate_shexp, lw.up_shexp, lw.down_shexp, lw.shexp_gate_up, h, False).float()
+        if lw.shexp_gate is not None:           # qwen35moe: a sigmoid gate per row
+            shared = shared * torch.sigmoid(h.float() @ lw.shexp_gate)[:, None]
+        out = out + shared.to(out.dtype)
     return out
 
 
@@ -120,5 +131,9 @@ def run_block(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, t
 
         if fast_block.supports(cfg, lw):
             return fast_block.run_block_cuda(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
-    x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
+    if lw.delta_net is not None:                  # k_cache / v_cache hold this layer's conv and state rings
+        h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
+        x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, k_cache, v_cache).float()
+    else:
+        x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
     return ffn_part(lw, cfg, x)

@@ -9,7 +9,11 @@ import numpy as np
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 
-SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe")
+SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe")
+HYBRID_ARCHS = ("qwen35", "qwen35moe")     # gated delta net layers between gated full-attention layers
+# Rows of one slot's recurrent state a stage keeps (engine/gdn.py): a window's rejected rows and the
+# conv kernel's history must fit, so a window offers a slot at most STATE_RING - conv kernel proposals
+STATE_RING = 32
 GATING = {1: "softmax", 2: "sigmoid"}   # llama.cpp's expert_gating_func values the engine runs
 GEMMA3_LOCAL_ROPE_BASE = 10_000.0   # not in the metadata (ENVIRONMENT.md); llama.cpp hard-codes it too
 GEMMA3_SWA_PATTERN = 6              # every 6th layer is global
@@ -38,11 +42,20 @@ class ModelConfig:
     n_expert_used: int = 0
     expert_ff: int = 0
     n_shared_expert: int = 0        # glm4moe: shared experts beside the routed ones (ffn_*_shexp)
+    shexp_ff: int = 0               # the shared experts' feed-forward rows (0: none)
     dense_lead: int = 0             # glm4moe: the first layers have a dense FFN, the rest experts
     gating: str = "softmax"         # router scores: softmax, or sigmoid plus a selection bias (exp_probs_b)
     expert_weights_norm: bool = True    # the selected experts' weights are renormalised to sum 1
     expert_weights_scale: float = 1.0   # then scaled by this
     attn_bias: bool = False         # glm4moe: q, k and v have biases
+    attn_gate: bool = False         # qwen35: q's projection also gives a sigmoid gate on each head's output
+    recurrent: list[bool] = field(default_factory=list)    # per trunk layer: a gated delta net layer
+    ssm_conv: int = 0               # gated delta net: causal conv kernel, key heads, value heads, head size
+    ssm_k_heads: int = 0
+    ssm_v_heads: int = 0
+    ssm_head_dim: int = 0
+    shexp_gated: bool = False       # qwen35moe: the shared expert's output is scaled by a sigmoid gate
+    mtp_post_norm: bool = False     # the nextn layer joins the trunk's hidden state after the output norm
     embed_scale: float = 1.0
     attn_scale: float = 0.0
     gelu: bool = False              # GeGLU (gemma) instead of SwiGLU
@@ -68,24 +81,46 @@ class ModelConfig:
         """Routed experts in this block (the nextn block too), or a dense FFN."""
         return self.is_moe and layer >= self.dense_lead
 
+    def is_recurrent(self, layer: int) -> bool:
+        """A gated delta net block (trunk layers only: a nextn block has full attention)."""
+        return layer < len(self.recurrent) and self.recurrent[layer]
+
+    @property
+    def ssm_conv_dim(self) -> int:
+        """Channels of the delta net's conv: q and k (key heads) then v (value heads)."""
+        return (2 * self.ssm_k_heads + self.ssm_v_heads) * self.ssm_head_dim
+
     def layer_kinds(self) -> str:
-        """The blocks' kinds in order, runs collapsed: '1 dense + 45 moe + 1 nextn (moe)'."""
-        kinds = ["moe" if self.layer_is_moe(i) else "dense" for i in range(self.n_layers)]
+        """The blocks' kinds in order, runs collapsed: '1 dense + 45 moe + 1 nextn (moe)'; on a hybrid
+        model the mixers: '3 delta-net + 1 attention + ... + 1 nextn (attention); FFN moe'."""
+        hybrid = any(self.recurrent)
+
+        def kind(i: int) -> str:
+            if hybrid:
+                return "delta-net" if self.is_recurrent(i) else "attention"
+            return "moe" if self.layer_is_moe(i) else "dense"
         runs: list[list] = []
-        for k in kinds:
+        for k in map(kind, range(self.n_layers)):
             if runs and runs[-1][1] == k:
                 runs[-1][0] += 1
             else:
                 runs.append([1, k])
         text = " + ".join(f"{n} {k}" for n, k in runs)
         if self.n_mtp:
-            text += f" + {self.n_mtp} nextn ({'moe' if self.layer_is_moe(self.n_layers) else 'dense'})"
-        return text
+            text += f" + {self.n_mtp} nextn ({kind(self.n_layers)})"
+        return text + (f"; FFN {'moe' if self.is_moe else 'dense'}" if hybrid else "")
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """f32 K and V, all trunk layers."""
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * 4
+        """f32 K and V, all trunk layers with attention."""
+        n_attn = self.n_layers - sum(self.recurrent)
+        return 2 * n_attn * self.n_kv_heads * self.head_dim * 4
+
+    def state_bytes_per_slot(self) -> int:
+        """f32 recurrent state of all gated delta net layers for one slot: STATE_RING rows of conv
+        inputs and of the per-head state matrices."""
+        per_row = self.ssm_conv_dim + self.ssm_v_heads * self.ssm_head_dim ** 2
+        return sum(self.recurrent) * STATE_RING * per_row * 4
 
 
 def _need(gf: GGUFFile, key: str):
@@ -160,13 +195,14 @@ def model_config(gf: GGUFFile) -> ModelConfig:
         qk_norm=arch in ("qwen3", "qwen3moe", "gemma3"),
     )
     cfg.attn_scale = 1.0 / math.sqrt(head_dim)
-    if arch in ("qwen3moe", "glm4moe"):
+    if arch in ("qwen3moe", "glm4moe", "qwen35moe"):
         cfg.n_expert, cfg.n_expert_used = kint("expert_count", lo=1, hi=1 << 16), kint("expert_used_count", lo=1, hi=1 << 16)
         cfg.expert_ff = kint("expert_feed_forward_length", 0) or cfg.n_ff
     if arch == "glm4moe":
         cfg.qk_norm = "blk.0.attn_q_norm.weight" in gf.tensors       # GLM-4.5 has them, GLM-4.5-Air not
         cfg.attn_bias = "blk.0.attn_q.bias" in gf.tensors
         cfg.n_shared_expert = kint("expert_shared_count", 0, hi=1 << 10)
+        cfg.shexp_ff = cfg.n_shared_expert * cfg.expert_ff
         cfg.dense_lead = kint("leading_dense_block_count", 0, hi=MAX_LAYERS)
         gating = kint("expert_gating_func", 2, hi=255)
         if gating not in GATING:
@@ -179,6 +215,8 @@ def model_config(gf: GGUFFile) -> ModelConfig:
                                           f"not {_shown(norm)}")
         cfg.expert_weights_norm = norm
         cfg.expert_weights_scale = kfloat("expert_weights_scale", 1.0, 0.0, 1e6)
+    if arch in HYBRID_ARCHS:
+        _hybrid(gf, cfg, kint)
     if arch == "gemma3":
         cfg.embed_scale = math.sqrt(n_embd)
         cfg.gelu = cfg.post_norms = True
@@ -187,6 +225,25 @@ def model_config(gf: GGUFFile) -> ModelConfig:
         cfg.rope_base_local = GEMMA3_LOCAL_ROPE_BASE
     _check(gf, cfg)
     return cfg
+
+
+def _hybrid(gf: GGUFFile, cfg: ModelConfig, kint) -> None:
+    """qwen35 / qwen35moe: which blocks are gated delta nets, and their sizes (llama.cpp's keys)."""
+    interval = kint("full_attention_interval", 4, lo=1, hi=MAX_LAYERS)
+    cfg.recurrent = [(i + 1) % interval != 0 for i in range(cfg.n_layers)]
+    cfg.attn_gate = cfg.qk_norm = cfg.mtp_post_norm = True
+    cfg.ssm_conv = kint("ssm.conv_kernel", lo=1, hi=1 << 10)
+    cfg.ssm_k_heads, cfg.ssm_v_heads = kint("ssm.group_count", lo=1), kint("ssm.time_step_rank", lo=1)
+    cfg.ssm_head_dim = kint("ssm.state_size", lo=1)
+    inner = kint("ssm.inner_size", lo=1)
+    if cfg.ssm_v_heads % cfg.ssm_k_heads or inner != cfg.ssm_v_heads * cfg.ssm_head_dim:
+        raise ModelFileError(gf.path, f"implausible delta net: {cfg.ssm_k_heads} key heads, {cfg.ssm_v_heads} value "
+                                      f"heads of {cfg.ssm_head_dim}, inner size {inner}")
+    if cfg.ssm_conv >= STATE_RING:
+        raise ModelFileError(gf.path, f"delta net conv kernel {cfg.ssm_conv}: the engine keeps {STATE_RING} rows")
+    if cfg.arch == "qwen35moe":
+        cfg.shexp_gated, cfg.n_shared_expert = True, 1
+        cfg.shexp_ff = kint("expert_shared_feed_forward_length", cfg.n_ff or cfg.expert_ff, lo=1)
 
 
 def _check(gf: GGUFFile, cfg: ModelConfig) -> None:
@@ -201,8 +258,8 @@ def _check(gf: GGUFFile, cfg: ModelConfig) -> None:
                                       f"{cfg.n_ff}, experts' feed-forward {cfg.expert_ff}")
     if cfg.is_moe and cfg.n_expert_used > cfg.n_expert:
         raise ModelFileError(gf.path, f"implausible shape: {cfg.n_expert_used} of {cfg.n_expert} experts used")
-    last = f"blk.{cfg.n_layers + cfg.n_mtp - 1}.attn_q.weight"     # bounds the layer count by the file
-    for name in ("token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight", last):
+    last = f"blk.{cfg.n_layers + cfg.n_mtp - 1}.attn_norm.weight"     # bounds the layer count by the file
+    for name in ("token_embd.weight", "output_norm.weight", "blk.0.attn_norm.weight", last):
         if name not in gf.tensors:
             raise ModelFileError(gf.path, f"missing tensor {name!r}")
 
@@ -212,16 +269,21 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
     d, q, kv = cfg.n_embd, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     out = {"token_embd.weight": ((d, cfg.vocab_size), True), "output_norm.weight": ((d,), True),
            "output.weight": ((d, cfg.vocab_size), False)}
-    glm = cfg.arch == "glm4moe"       # its FFN input norm is named post_attention_norm (llama.cpp's attn_post_norm)
+    # glm4moe and qwen35 name their FFN input norm post_attention_norm (llama.cpp's attn_post_norm)
+    glm = cfg.arch == "glm4moe" or cfg.arch in HYBRID_ARCHS
+    qg = q * 2 if cfg.attn_gate else q
     for b in range(cfg.n_layers + min(cfg.n_mtp, 1)):
         p = f"blk.{b}."
-        out.update({
-            p + "attn_norm.weight": ((d,), True), p + "attn_q.weight": ((d, q), True),
-            p + "attn_k.weight": ((d, kv), True), p + "attn_v.weight": ((d, kv), True),
-            p + "attn_output.weight": ((q, d), True), p + "ffn_norm.weight": ((d,), not glm),
-            p + "attn_q_norm.weight": ((cfg.head_dim,), False), p + "attn_k_norm.weight": ((cfg.head_dim,), False),
-            p + "post_attention_norm.weight": ((d,), glm), p + "post_ffw_norm.weight": ((d,), False),
-        })
+        out.update({p + "attn_norm.weight": ((d,), True), p + "ffn_norm.weight": ((d,), not glm),
+                    p + "post_attention_norm.weight": ((d,), glm), p + "post_ffw_norm.weight": ((d,), False)})
+        if cfg.is_recurrent(b):
+            out.update(_delta_net_shapes(cfg, p))
+        else:
+            out.update({
+                p + "attn_q.weight": ((d, qg), True), p + "attn_k.weight": ((d, kv), True),
+                p + "attn_v.weight": ((d, kv), True), p + "attn_output.weight": ((q, d), True),
+                p + "attn_q_norm.weight": ((cfg.head_dim,), False), p + "attn_k_norm.weight": ((cfg.head_dim,), False),
+            })
         if cfg.attn_bias:
             out.update({p + "attn_q.bias": ((q,), True), p + "attn_k.bias": ((kv,), True),
                         p + "attn_v.bias": ((kv,), True)})
@@ -231,8 +293,10 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
                         p + "ffn_up_exps.weight": ((d, f, e), True), p + "ffn_down_exps.weight": ((f, d, e), True)})
             if cfg.gating == "sigmoid":
                 out[p + "exp_probs_b.bias"] = ((e,), True)
-            if cfg.n_shared_expert:
-                fs = f * cfg.n_shared_expert
+            if cfg.shexp_gated:
+                out[p + "ffn_gate_inp_shexp.weight"] = ((d,), True)
+            if cfg.shexp_ff:
+                fs = cfg.shexp_ff
                 out.update({p + "ffn_gate_shexp.weight": ((d, fs), True), p + "ffn_up_shexp.weight": ((d, fs), True),
                             p + "ffn_down_shexp.weight": ((fs, d), True)})
         else:
@@ -245,6 +309,14 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
                         p + "shared_head_head.weight": ((d, cfg.vocab_size), False),
                         p + "embed_tokens.weight": ((d, cfg.vocab_size), False)})
     return out
+
+
+def _delta_net_shapes(cfg: ModelConfig, p: str) -> dict[str, tuple[tuple[int, ...], bool]]:
+    d, nv, value = cfg.n_embd, cfg.ssm_v_heads, cfg.ssm_v_heads * cfg.ssm_head_dim
+    return {p + "attn_qkv.weight": ((d, cfg.ssm_conv_dim), True), p + "attn_gate.weight": ((d, value), True),
+            p + "ssm_conv1d.weight": ((cfg.ssm_conv, cfg.ssm_conv_dim), True), p + "ssm_dt.bias": ((nv,), True),
+            p + "ssm_a": ((nv,), True), p + "ssm_beta.weight": ((d, nv), True), p + "ssm_alpha.weight": ((d, nv), True),
+            p + "ssm_norm.weight": ((cfg.ssm_head_dim,), True), p + "ssm_out.weight": ((value, d), True)}
 
 
 def check_tensor_shapes(gf: GGUFFile, cfg: ModelConfig) -> None:

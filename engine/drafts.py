@@ -22,6 +22,7 @@ class DraftPlan:
     min_p: float
     piped: int           # draft depth inside pipelined groups
     has_mtp: bool
+    max_depth: int = 1 << 30     # hybrid models: what a slot's delta net state ring holds (engine.gdn)
 
     @property
     def mtp(self) -> bool:
@@ -35,8 +36,8 @@ class DraftPlan:
         if not (self.mtp or self.lookup):
             return 0
         if pipelined:
-            return self.piped
-        return self.spec - 1 if self.spec > 1 else self.piped
+            return min(self.piped, self.max_depth)
+        return min(self.spec - 1 if self.spec > 1 else self.piped, self.max_depth)
 
     def choose(self, mtp_props: list[int], tokens: list[int], depth: int) -> list[int]:
         if depth <= 0:
@@ -70,6 +71,7 @@ class MtpDrafter:
         self.w, self.cfg, self.device, self.dtype = w, cfg, torch.device(device), dtype
         self.embedding = w.embed or embedding
         self.head = w.head or head.output
+        self.trunk_norm = head.output_norm if cfg.mtp_post_norm else None    # qwen35: joins the normed state
         self.layer = cfg.n_layers
         shape = (n_slots + 1, ctx, cfg.n_kv_heads, cfg.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=self.device)
@@ -107,7 +109,10 @@ class MtpDrafter:
                         last[sr.slot] = len(rows) - 1      # its last kept row starts the chain
         if not rows:
             return {}
-        g = self._rows(hidden[torch.tensor(rows, device=hidden.device)], nxt, slots, pos)
+        trunk = hidden[torch.tensor(rows, device=hidden.device)]
+        if self.trunk_norm is not None:
+            trunk = rms_norm(trunk, self.trunk_norm, self.cfg.norm_eps)
+        g = self._rows(trunk, nxt, slots, pos)
         live = list(last)
         if depth <= 0 or not live:
             return {}

@@ -16,6 +16,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from engine.config import STATE_RING
 from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
 from engine.sampling import has_penalties, is_greedy
@@ -33,6 +34,7 @@ class Slot:
     cached_tokens: list[int] = field(default_factory=list)
     proposals: list[int] = field(default_factory=list)
     in_flight: int = 0                              # windows in flight with rows of this slot
+    ring_pos: list[int] = field(default_factory=list)   # hybrid models: the position each state ring row holds
 
     @property
     def reading(self) -> bool:
@@ -50,9 +52,11 @@ class InFlight:
 
 class Scheduler:
     def __init__(self, pipeline: Pipeline, groups: list[list[int]], ctx: int, drafter, plan: DraftPlan,
-                 emit, stats: EngineStats):
+                 emit, stats: EngineStats, conv_kernel: int = 0):
         self.pipeline, self.groups, self.ctx = pipeline, groups, ctx
-        self.slots = [Slot(i, g) for g, members in enumerate(groups) for i in members]
+        self.conv_kernel = conv_kernel                 # > 0: the model keeps delta net state rings (engine.gdn)
+        self.slots = [Slot(i, g, ring_pos=[-1] * STATE_RING if conv_kernel else [])
+                      for g, members in enumerate(groups) for i in members]
         self.slots.sort(key=lambda s: s.index)
         self.drafter, self.plan, self.emit, self.stats = drafter, plan, emit, stats
         self.chunk = pipeline.tiles.chunk
@@ -106,13 +110,26 @@ class Scheduler:
             for s in self.slots:
                 if s.seq is not None:
                     busy[s.group] += 1
-            prefix = {s.index: _common_prefix(s.cached_tokens, seq.tokens) for s in free}
-            slot = max(free, key=lambda s: (prefix[s.index], -busy[s.group]))
             # re-read at least the last prompt token (its logits give the first pick)
-            slot.seq, slot.n_cached, slot.proposals = seq, max(0, prefix[slot.index] - 1), []
+            prefix = {s.index: self._reuse(s, max(0, _common_prefix(s.cached_tokens, seq.tokens) - 1)) for s in free}
+            slot = max(free, key=lambda s: (prefix[s.index], -busy[s.group]))
+            slot.seq, slot.n_cached, slot.proposals = seq, prefix[slot.index], []
             slot.cached_tokens = slot.cached_tokens[:slot.n_cached]
             seq.stats.cached, seq.stats.t_start = slot.n_cached, time.monotonic()
             self.stats.admitted(seq, self.emit)
+
+    def _reuse(self, s: Slot, n: int) -> int:
+        """How many cached positions a new sequence may keep (n shares its tokens): all n, except on a
+        hybrid model whose state ring no longer holds the state at n-1 and the conv inputs before it
+        (the slot then reads the prompt from the start)."""
+        back = range(max(0, n - self.conv_kernel + 1), n)
+        return n if not self.conv_kernel or all(s.ring_pos[q % STATE_RING] == q for q in back) else 0
+
+    def _wrote(self, slot: int, first: int, n: int) -> None:
+        ring = self.slots[slot].ring_pos
+        if ring:
+            for p in range(first, first + n):
+                ring[p % STATE_RING] = p
 
     # ------------------------------------------------------------------ rounds
     def step(self, wait: float = 0.05) -> None:
@@ -169,6 +186,7 @@ class Scheduler:
             poss += range(s.n_cached, s.n_cached + sr.n_rows)
             parts.append(sr)
             s.in_flight += 1
+            self._wrote(s.index, s.n_cached, sr.n_rows)
         if not parts:
             return
         is_prompt = [p < self.slots[sl].seq.prompt_len for sl, p in zip(slots, poss)]
@@ -211,6 +229,7 @@ class Scheduler:
         parts = [SlotRows(sr.slot, j, sr.first_pos + 1, 1, True) for j, sr in enumerate(w.parts)]
         for sr in parts:
             self.slots[sr.slot].in_flight += 1
+            self._wrote(sr.slot, sr.first_pos, 1)
         rows = Rows.build([0] * len(parts), [sr.slot for sr in parts], [sr.first_pos for sr in parts],
                           self.pipeline.tiles, self.pipeline.scratch_slot, [False] * len(parts))
         rows.pick_idx = list(range(len(parts)))

@@ -9,7 +9,8 @@ from engine.block import Tile, run_block
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables
-from engine.weights import WeightLoader
+from engine.gdn import state_buffers
+from engine.weights import DeltaNetWeights, WeightLoader
 
 
 class Stage:
@@ -28,12 +29,18 @@ class Stage:
             self.embedding.dense_weight()      # one gather per window instead of a dequantize (GPU memory is ample)
         self.head = loader.head(self.device) if is_last else None
         shape = (n_slots + 1, ctx, cfg.n_kv_heads, cfg.head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.layers]
-        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.layers]
+        self.k, self.v = [], []            # a gated delta net layer keeps its conv and state rings here
+        for i in range(first, end):
+            kv = lambda: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
+            k, v = state_buffers(cfg, n_slots + 1, self.device) if cfg.is_recurrent(i) else (kv(), kv())
+            self.k.append(k)
+            self.v.append(v)
         bases = {cfg.layer_rope_base(i) for i in range(first, end)}
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
         # MoE routing picks experts on the host, so only dense models replay a captured graph
-        self.use_graph = self.device.type == "cuda" and not cfg.is_moe and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
+        # (and the delta net's rows run one by one on the host's positions: no graph for hybrids either)
+        self.use_graph = self.device.type == "cuda" and not cfg.is_moe and not any(cfg.recurrent) \
+            and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
 
     @property
@@ -41,6 +48,7 @@ class Stage:
         """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
         quantized bytes."""
         tensors = [v for lw in self.layers for k, v in vars(lw).items() if v is not None and k not in STACKED]
+        tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])]
         tensors += [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
                     if t is not None]
         return sum(resident_bytes(t) for t in tensors)

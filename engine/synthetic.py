@@ -129,11 +129,16 @@ def _units(spec: TensorSpec, qtype: Q) -> tuple[int, int]:
     return int(np.prod(spec.shape)) // block, max(1, CHUNK_BYTES // size)
 
 
+# float tensors by role (others: uniform +-UNIFORM_HALF_WIDTH): norms ~1; a delta net's conv taps large
+# enough that its layers matter, and its decay rates a = -exp(A_log) negative
+_RANGES = {"norm": (0.9, 1.1), "conv": (-0.6, 0.6), "decay": (-1.5, -0.2)}
+
+
 def _chunk(role: str, qtype: Q, count: int, rng: np.random.Generator) -> np.ndarray:
     """`count` blocks of random file bytes for a tensor of this role and type."""
     if qtype not in (Q.F32, Q.F16):
         return _random_blocks(qtype, count, rng, WEIGHT_STD / _unit_std(qtype))
-    lo, hi = (0.9, 1.1) if role == "norm" else (-UNIFORM_HALF_WIDTH, UNIFORM_HALF_WIDTH)
+    lo, hi = _RANGES.get(role, (-UNIFORM_HALF_WIDTH, UNIFORM_HALF_WIDTH))
     x = rng.random(count, dtype=np.float32)  # uniform: 5x faster than normal, and quants are uniform too
     x *= hi - lo
     x += lo
@@ -201,7 +206,7 @@ def _add_metadata(w: GGUFWriter, arch: str, shape_name: str, s: Shape, mtp: int,
     w.add_file_type(_FILE_TYPE[qtype])
     w.add_quantization_version(2)
     for key, (value, vtype) in arch_metadata(arch, s, mtp).items():
-        w.add_key_value(key, value, vtype)
+        w.add_key_value(key, value, vtype, V.INT32 if vtype == V.ARRAY else None)
     for key, (value, vtype, sub_type) in tokenizer_metadata().items():
         w.add_key_value(key, value, vtype, sub_type)
 

@@ -60,7 +60,7 @@ def write_designed_model(out, arch: str, name: str, s, mtp: int, q, seed: int, s
     _add_metadata(w, arch, name, s, mtp, q, seed)
     for sp in specs:
         data = weights(sp)
-        if sp.role in ("norm", "router") or data.ndim == 1 or q.name == "F32":
+        if sp.role in ("norm", "router", "conv") or data.ndim == 1 or q.name == "F32":
             w.add_tensor(sp.name, data.astype(np.float32))
         else:
             w.add_tensor(sp.name, quantize(data, q), raw_dtype=q)

@@ -12,13 +12,16 @@ from gguf.constants import TENSOR_NAMES, GGUFValueType, Keys, MODEL_TENSOR as T
 
 from engine.errors import ConfigError
 
-ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe")
-MOE_ARCHS = ("qwen3moe", "glm4moe")
+ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "qwen35moe")
+HYBRID = ("qwen35", "qwen35moe")      # gated delta net blocks between gated full-attention blocks
 VOCAB_SIZE = 49152  # the default model's (SmolLM2) tokenizer is copied into every synthetic model
 
-_RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6, "glm4moe": 1e-5}
-_HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3"}
-_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3", "glm4moe"}
+_RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6, "glm4moe": 1e-5, "qwen35": 1e-6,
+            "qwen35moe": 1e-6}
+_HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3", "qwen35", "qwen35moe"}
+_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe"}
+_ROPE_FRACTION = {"glm4moe": 2, "qwen35": 4, "qwen35moe": 4}     # rope on head_dim / this
 # glm4moe as GLM-4.5-Air: q/k/v biases, no q/k norms, rope on half of each head, sigmoid routing
 # with a selection bias, one shared expert, the first block dense
 GLM_ROUTED_SCALE = 2.5    # GLM-4.5's (Air's is 1.0): synthetic files exercise a scale other than 1
@@ -27,7 +30,7 @@ GLM_ROUTED_SCALE = 2.5    # GLM-4.5's (Air's is 1.0): synthetic files exercise a
 @dataclass(frozen=True)
 class Shape:
     """Model dimensions; the expert fields are used by MoE archs only, sliding_window by gemma3 only,
-    n_shared and dense_lead by glm4moe only."""
+    n_shared and dense_lead by glm4moe only, the delta net fields (ssm_*, attn_interval) by qwen35*."""
     n_layer: int
     d_model: int
     n_head: int
@@ -42,6 +45,10 @@ class Shape:
     sliding_window: int = 0
     n_shared: int = 1
     dense_lead: int = 1
+    ssm_k_heads: int = 2
+    ssm_v_heads: int = 4          # a multiple of the key heads: value head j reads key head j mod key heads
+    ssm_conv: int = 4
+    attn_interval: int = 3        # every 3rd block has full attention (the real models: every 4th)
 
 
 SHAPES: dict[str, Shape] = {
@@ -87,11 +94,35 @@ def _name(kind: T, bid: int | None = None, suffix: str = "weight") -> str:
     return TENSOR_NAMES[kind].format(bid=bid) + "." + suffix
 
 
+def is_recurrent(arch: str, s: Shape, bid: int) -> bool:
+    return arch in HYBRID and bid < s.n_layer and (bid + 1) % s.attn_interval != 0
+
+
+def _delta_net(s: Shape, bid: int) -> list[TensorSpec]:
+    """A gated delta net block's mixer, as llama.cpp's qwen35 names and shapes it (head size = head_dim)."""
+    d, nv, hd = s.d_model, s.ssm_v_heads, s.head_dim
+    conv, value = (2 * s.ssm_k_heads + nv) * hd, nv * hd
+    return [
+        TensorSpec(_name(T.ATTN_NORM, bid), (d,), "norm"),
+        TensorSpec(_name(T.ATTN_QKV, bid), (d, conv), "weight"),
+        TensorSpec(_name(T.ATTN_GATE, bid), (d, value), "weight"),
+        TensorSpec(_name(T.SSM_CONV1D, bid), (s.ssm_conv, conv), "conv"),
+        TensorSpec(_name(T.SSM_DT, bid, "bias"), (nv,), "bias"),
+        TensorSpec(TENSOR_NAMES[T.SSM_A].format(bid=bid), (nv,), "decay"),
+        TensorSpec(_name(T.SSM_BETA, bid), (d, nv), "weight"),
+        TensorSpec(_name(T.SSM_ALPHA, bid), (d, nv), "weight"),
+        TensorSpec(_name(T.SSM_NORM, bid), (hd,), "norm"),
+        TensorSpec(_name(T.SSM_OUT, bid), (value, d), "weight"),
+    ]
+
+
 def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
+    if is_recurrent(arch, s, bid):
+        return _delta_net(s, bid)
     q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     specs = [
         TensorSpec(_name(T.ATTN_NORM, bid), (s.d_model,), "norm"),
-        TensorSpec(_name(T.ATTN_Q, bid), (s.d_model, q), "weight"),
+        TensorSpec(_name(T.ATTN_Q, bid), (s.d_model, 2 * q if arch in HYBRID else q), "weight"),
         TensorSpec(_name(T.ATTN_K, bid), (s.d_model, kv), "weight"),
         TensorSpec(_name(T.ATTN_V, bid), (s.d_model, kv), "weight"),
         TensorSpec(_name(T.ATTN_OUT, bid), (q, s.d_model), "weight"),
@@ -109,8 +140,9 @@ def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
 
 
 def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
-    # glm4moe names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm)
-    specs = [TensorSpec(_name(T.ATTN_POST_NORM if arch == "glm4moe" else T.FFN_NORM, bid), (s.d_model,), "norm")]
+    # glm4moe and qwen35 name their FFN input norm post_attention_norm (llama.cpp's attn_post_norm)
+    named = arch == "glm4moe" or arch in HYBRID
+    specs = [TensorSpec(_name(T.ATTN_POST_NORM if named else T.FFN_NORM, bid), (s.d_model,), "norm")]
     if arch in MOE_ARCHS and not (arch == "glm4moe" and bid < s.dense_lead):
         e, f = s.n_expert, s.expert_ffn
         specs += [
@@ -119,6 +151,13 @@ def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
             TensorSpec(_name(T.FFN_UP_EXP, bid), (s.d_model, f, e), "weight"),
             TensorSpec(_name(T.FFN_DOWN_EXP, bid), (f, s.d_model, e), "weight"),
         ]
+        if arch == "qwen35moe":
+            specs += [
+                TensorSpec(_name(T.FFN_GATE_INP_SHEXP, bid), (s.d_model,), "router"),
+                TensorSpec(_name(T.FFN_GATE_SHEXP, bid), (s.d_model, f), "weight"),
+                TensorSpec(_name(T.FFN_UP_SHEXP, bid), (s.d_model, f), "weight"),
+                TensorSpec(_name(T.FFN_DOWN_SHEXP, bid), (f, s.d_model), "weight"),
+            ]
         if arch == "glm4moe":
             fs = f * s.n_shared
             specs += [
@@ -178,7 +217,7 @@ def arch_metadata(arch: str, s: Shape, mtp: int = 0) -> dict[str, tuple[object, 
         Keys.Attention.HEAD_COUNT: (s.n_head, u32),
         Keys.Attention.HEAD_COUNT_KV: (s.n_head_kv, u32),
         Keys.Attention.LAYERNORM_RMS_EPS: (_RMS_EPS[arch], f32),
-        Keys.Rope.DIMENSION_COUNT: (s.head_dim // 2 if arch == "glm4moe" else s.head_dim, u32),
+        Keys.Rope.DIMENSION_COUNT: (s.head_dim // _ROPE_FRACTION.get(arch, 1), u32),
         Keys.Rope.FREQ_BASE: (s.rope_base, f32),
     }
     if arch in _HAS_HEAD_DIM_KEYS or s.n_head * s.head_dim != s.d_model:
@@ -194,6 +233,18 @@ def arch_metadata(arch: str, s: Shape, mtp: int = 0) -> dict[str, tuple[object, 
         meta[Keys.LLM.EXPERT_WEIGHTS_SCALE] = (GLM_ROUTED_SCALE, f32)
         meta[Keys.LLM.EXPERT_WEIGHTS_NORM] = (True, GGUFValueType.BOOL)
         meta[Keys.LLM.EXPERT_GATING_FUNC] = (2, u32)         # sigmoid
+    if arch in HYBRID:
+        half = s.head_dim // _ROPE_FRACTION[arch] // 2        # multimodal rope sections, text uses them as one
+        sections = [half * 11 // 32, half * 11 // 32]
+        meta[Keys.Rope.DIMENSION_SECTIONS] = ([*sections, half - sum(sections), 0], GGUFValueType.ARRAY)
+        meta[Keys.LLM.FULL_ATTENTION_INTERVAL] = (s.attn_interval, u32)
+        meta[Keys.SSM.CONV_KERNEL] = (s.ssm_conv, u32)
+        meta[Keys.SSM.STATE_SIZE] = (s.head_dim, u32)
+        meta[Keys.SSM.GROUP_COUNT] = (s.ssm_k_heads, u32)
+        meta[Keys.SSM.TIME_STEP_RANK] = (s.ssm_v_heads, u32)
+        meta[Keys.SSM.INNER_SIZE] = (s.ssm_v_heads * s.head_dim, u32)
+    if arch == "qwen35moe":
+        meta[Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH] = (s.expert_ffn, u32)
     if arch == "gemma3":
         meta[Keys.Attention.SLIDING_WINDOW] = (s.sliding_window, u32)
     if mtp:

@@ -12,13 +12,29 @@ from engine.quant import QuantTensor
 
 
 @dataclass
+class DeltaNetWeights:
+    """A gated delta net block's mixer (qwen35): projections, the causal conv and the decay parameters."""
+    qkv: QuantTensor          # -> the conv's input: q, k (key heads), v (value heads, tiled as llama.cpp orders them)
+    gate: QuantTensor         # z: the output norm's gate
+    beta: QuantTensor
+    alpha: QuantTensor
+    conv: torch.Tensor        # [conv channels, kernel]
+    dt_bias: torch.Tensor     # [value heads]
+    a: torch.Tensor           # [value heads], -exp(A_log) as the file stores it
+    norm: torch.Tensor        # [head size]
+    out: QuantTensor
+
+
+@dataclass
 class LayerWeights:
     attn_norm: torch.Tensor
-    wq: QuantTensor
-    wk: QuantTensor
-    wv: QuantTensor
-    wo: QuantTensor
-    ffn_norm: torch.Tensor
+    wq: QuantTensor | None = None       # None in a gated delta net block (delta_net instead)
+    wk: QuantTensor | None = None
+    wv: QuantTensor | None = None
+    wo: QuantTensor | None = None
+    ffn_norm: torch.Tensor | None = None
+    delta_net: DeltaNetWeights | None = None
+    shexp_gate: torch.Tensor | None = None     # qwen35moe: [d], the shared expert's sigmoid gate
     w_gate: QuantTensor | None = None
     w_up: QuantTensor | None = None
     w_down: QuantTensor | None = None
@@ -116,24 +132,35 @@ class WeightLoader:
     def layer(self, i: int, device) -> LayerWeights:
         p = f"blk.{i}."
         opt_v = lambda n: self.vector(p + n, device) if self.has(p + n) else None  # noqa: E731
-        glm = self.cfg.arch == "glm4moe"     # its FFN input norm is the file's post_attention_norm
+        named_ffn_norm = self.cfg.arch in ("glm4moe", "qwen35", "qwen35moe")   # as post_attention_norm
         lw = LayerWeights(
             attn_norm=self.vector(p + "attn_norm.weight", device),
-            wq=self.matrix(p + "attn_q.weight", device), wk=self.matrix(p + "attn_k.weight", device),
-            wv=self.matrix(p + "attn_v.weight", device), wo=self.matrix(p + "attn_output.weight", device),
-            ffn_norm=self.vector(p + ("post_attention_norm.weight" if glm else "ffn_norm.weight"), device),
-            q_norm=opt_v("attn_q_norm.weight"), k_norm=opt_v("attn_k_norm.weight"),
-            post_attn_norm=None if glm else opt_v("post_attention_norm.weight"),
+            ffn_norm=self.vector(p + ("post_attention_norm.weight" if named_ffn_norm else "ffn_norm.weight"), device),
+            post_attn_norm=None if named_ffn_norm else opt_v("post_attention_norm.weight"),
             post_ffw_norm=opt_v("post_ffw_norm.weight"),
-            bq=opt_v("attn_q.bias"), bk=opt_v("attn_k.bias"), bv=opt_v("attn_v.bias"),
         )
+        if self.cfg.is_recurrent(i):
+            m = lambda n: self.matrix(p + n, device)  # noqa: E731
+            v = lambda n: self.vector(p + n, device)  # noqa: E731
+            conv = self.matrix(p + "ssm_conv1d.weight", "cpu", dense=False).dequantize().float()
+            lw.delta_net = DeltaNetWeights(
+                qkv=m("attn_qkv.weight"), gate=m("attn_gate.weight"), beta=m("ssm_beta.weight"),
+                alpha=m("ssm_alpha.weight"), conv=conv.reshape(self.cfg.ssm_conv_dim, self.cfg.ssm_conv).to(device),
+                dt_bias=v("ssm_dt.bias"), a=v("ssm_a"), norm=v("ssm_norm.weight"), out=m("ssm_out.weight"))
+        else:
+            lw.wq, lw.wk = self.matrix(p + "attn_q.weight", device), self.matrix(p + "attn_k.weight", device)
+            lw.wv, lw.wo = self.matrix(p + "attn_v.weight", device), self.matrix(p + "attn_output.weight", device)
+            lw.q_norm, lw.k_norm = opt_v("attn_q_norm.weight"), opt_v("attn_k_norm.weight")
+            lw.bq, lw.bk, lw.bv = opt_v("attn_q.bias"), opt_v("attn_k.bias"), opt_v("attn_v.bias")
+            lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
         if self.cfg.layer_is_moe(i):
             lw.router = self.matrix(p + "ffn_gate_inp.weight", device)
             lw.gate_exps = self.matrix(p + "ffn_gate_exps.weight", device)
             lw.up_exps = self.matrix(p + "ffn_up_exps.weight", device)
             lw.down_exps = self.matrix(p + "ffn_down_exps.weight", device)
             lw.exp_probs_b = opt_v("exp_probs_b.bias")
-            if self.cfg.n_shared_expert:
+            lw.shexp_gate = opt_v("ffn_gate_inp_shexp.weight")
+            if self.cfg.shexp_ff:
                 lw.gate_shexp = self.matrix(p + "ffn_gate_shexp.weight", device)
                 lw.up_shexp = self.matrix(p + "ffn_up_shexp.weight", device)
                 lw.down_shexp = self.matrix(p + "ffn_down_shexp.weight", device)
@@ -143,7 +170,6 @@ class WeightLoader:
             lw.w_up = self.matrix(p + "ffn_up.weight", device)
             lw.w_down = self.matrix(p + "ffn_down.weight", device)
             lw.gate_up = stack_packed([lw.w_gate, lw.w_up])
-        lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
         return lw
 
     def embedding(self, device) -> QuantTensor:

@@ -55,7 +55,8 @@ def _q8(T: int, k: int, mats: list, device):
 
 
 def supports(cfg, lw) -> bool:
-    return not cfg.is_moe and lw.w_gate is not None and lw.bq is None and cfg.rope_dim % 2 == 0 \
+    return not cfg.is_moe and lw.w_gate is not None and lw.wq is not None and lw.bq is None and not cfg.attn_gate \
+        and cfg.rope_dim % 2 == 0 \
         and cfg.rope_dim <= cfg.head_dim and cfg.head_dim & (cfg.head_dim - 1) == 0
 
 

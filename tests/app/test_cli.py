@@ -44,6 +44,8 @@ def test_inspect_reports_the_file(synthetic):
     text = strata("inspect", synthetic("glm4moe", mtp=1)).stdout
     assert "blocks         1 dense + 5 moe + 1 nextn (moe)" in text
     assert "experts        8 routed, top-2 by sigmoid, 1 shared" in text
+    text = strata("inspect", synthetic("qwen35moe", mtp=1)).stdout
+    assert "blocks         2 delta-net + 1 attention + 2 delta-net + 1 attention + 1 nextn (attention); FFN moe" in text
 
 
 def test_make_model_writes_a_loadable_file(tmp_path):

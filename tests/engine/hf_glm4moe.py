@@ -28,7 +28,8 @@ def load_glm4moe(path):
 
     gf = read_gguf(path)
     m = lambda k, d=None: gf.metadata.get(f"glm4moe.{k}", d)  # noqa: E731
-    w = {n: torch.from_numpy(dequantize(gf.raw(n), t.qtype).reshape(t.torch_shape)).float() for n, t in gf.tensors.items()}
+    w = {n: torch.from_numpy(dequantize(gf.raw(n), t.qtype).reshape(t.torch_shape)).float()
+         for n, t in gf.tensors.items()}
     head_dim = int(m("attention.key_length"))
     cfg = transformers.Glm4MoeConfig(
         vocab_size=w["token_embd.weight"].shape[0], hidden_size=int(m("embedding_length")),

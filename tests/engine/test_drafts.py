@@ -43,7 +43,7 @@ def test_mtp_drafts_are_accepted_on_a_model_whose_drafter_agrees(counting, layou
                                                             zip(last.drafts_accepted_by_pos, last.drafts_offered_by_pos))
 
 
-@pytest.mark.parametrize("arch", ["qwen3moe", "glm4moe"])
+@pytest.mark.parametrize("arch", ["qwen3moe", "glm4moe", "qwen35moe"])
 def test_piped_mtp_on_counting_moe_is_exact(counting, capsys, arch):
     rc = main(["batch-test", "--model", str(counting(arch)), "--devices", "cpu,cpu", "--parallel", "4",
                "--batch-groups", "2", "--piped-mtp", "3", "--max-tokens", "20"])

@@ -30,6 +30,9 @@ SYNTHETIC_LAYOUTS = [
     ("qwen3", "cpu,cpu", "auto", 4, 1, 0, 3, 0.0),
     ("glm4moe", "cpu,cpu", "auto", 4, 2, 2, 1, 0.8),
     ("glm4moe", "cpu", "auto", 3, 1, 0, 3, 0.0),
+    ("qwen35", "cpu,cpu", "auto", 4, 2, 2, 1, 0.8),
+    ("qwen35", "cpu,cpu,cpu", "2,4", 3, 1, 0, 4, 0.0),
+    ("qwen35moe", "cpu,cpu", "3", 4, 2, 3, 1, 0.0),
 ]
 
 

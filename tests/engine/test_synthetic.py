@@ -32,8 +32,18 @@ GLM_BIASES = ["attn_q", "attn_k", "attn_v"]
 GLM_MOE = MOE_FFN[1:] + ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
 
 
+HY_ATTN = ATTN + ["attn_q_norm", "attn_k_norm"]
+HY_DELTA = ["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out"]
+HY_MOE = MOE_FFN[1:] + ["ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
+
+
 def block_names(arch: str, bid: int) -> list[str]:
-    """(weight names, bias names) of block bid without the '.weight'/'.bias' suffix."""
+    """Tensor names of block bid after 'blk.N.', with their suffixes."""
+    if arch in ("qwen35", "qwen35moe"):     # every 3rd trunk block (and the nextn block) has attention
+        delta = bid < 6 and (bid + 1) % SHAPES["tiny"].attn_interval != 0
+        ffn = ["post_attention_norm"] + (HY_MOE if arch == "qwen35moe" else DENSE_FFN[1:])
+        names = [n + ".weight" for n in (HY_DELTA if delta else HY_ATTN) + ffn]
+        return names + (["ssm_dt.bias", "ssm_a"] if delta else [])
     if arch != "glm4moe":
         return [n + ".weight" for n in BLOCK[arch]]
     ffn = DENSE_FFN[1:] if bid < SHAPES["tiny"].dense_lead else GLM_MOE
@@ -43,8 +53,9 @@ NEXTN = ["nextn.eh_proj", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"
 
 
 def is_f32(name: str) -> bool:
-    """Norms (incl. nextn enorm/hnorm), biases and the MoE router are always F32."""
-    return name.endswith("norm.weight") or name.endswith(".bias") or "ffn_gate_inp" in name
+    """Norms (incl. nextn enorm/hnorm), biases, the MoE router and the delta net's conv and decay
+    rates are always F32."""
+    return name.endswith(("norm.weight", ".bias", ".ssm_a", "ssm_conv1d.weight")) or "ffn_gate_inp" in name
 
 
 def expected_names(arch: str, mtp: int, own_head: bool = False) -> set[str]:
@@ -75,10 +86,14 @@ def test_tensor_names_shapes_types(tiny, arch, mtp):
     assert set(g.tensors) == expected_names(arch, mtp)
     t = g.tensors
     assert t["token_embd.weight"].shape == (64, 49152)
-    assert t["blk.0.attn_q.weight"].shape == (64, 64)
-    assert t["blk.0.attn_k.weight"].shape == (64, 32)
-    assert t["blk.0.attn_output.weight"].shape == (64, 64)
-    if arch == "qwen3moe":
+    a = 2 if arch in ("qwen35", "qwen35moe") else 0          # hybrids: blocks 0 and 1 are delta nets
+    assert t[f"blk.{a}.attn_q.weight"].shape == ((64, 128) if a else (64, 64))     # qwen35: q and its gate
+    assert t[f"blk.{a}.attn_k.weight"].shape == (64, 32)
+    assert t[f"blk.{a}.attn_output.weight"].shape == (64, 64)
+    if a:                     # 2 key heads and 4 value heads of 16: conv over q, k, v = 128 channels
+        assert t["blk.0.attn_qkv.weight"].shape == (64, 128) and t["blk.0.ssm_conv1d.weight"].shape == (4, 128)
+        assert t["blk.0.ssm_out.weight"].shape == (64, 64) and t["blk.0.ssm_a"].shape == (4,)
+    if arch in ("qwen3moe", "qwen35moe"):
         assert t["blk.0.ffn_gate_inp.weight"].shape == (64, 8)
         assert t["blk.0.ffn_gate_exps.weight"].shape == (64, 32, 8)
         assert t["blk.0.ffn_down_exps.weight"].shape == (32, 64, 8)
@@ -89,7 +104,7 @@ def test_tensor_names_shapes_types(tiny, arch, mtp):
         assert t["blk.1.ffn_down_shexp.weight"].shape == (32, 64)
         assert t["blk.1.exp_probs_b.bias"].shape == (8,) and t["blk.0.attn_k.bias"].shape == (32,)
     elif arch != "llama":
-        assert t["blk.0.attn_q_norm.weight"].shape == (16,)
+        assert t[f"blk.{a}.attn_q_norm.weight"].shape == (16,)
     if mtp:
         assert t[f"blk.{6 + MTP - 1}.nextn.eh_proj.weight"].shape == (128, 64)
     for name, info in t.items():
@@ -103,11 +118,14 @@ def test_metadata(tiny, arch, mtp):
     assert m["general.architecture"] == arch
     expect = {"vocab_size": 49152, "block_count": 6 + mtp, "embedding_length": 64, "feed_forward_length": 128,
               "context_length": 4096, "attention.head_count": 4, "attention.head_count_kv": 2,
-              "rope.dimension_count": 8 if arch == "glm4moe" else 16}
+              "rope.dimension_count": {"glm4moe": 8, "qwen35": 4, "qwen35moe": 4}.get(arch, 16)}
     if arch != "llama":
         expect |= {"attention.key_length": 16, "attention.value_length": 16}
-    if arch in ("qwen3moe", "glm4moe"):
+    if arch in ("qwen3moe", "glm4moe", "qwen35moe"):
         expect |= {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 32}
+    if arch in ("qwen35", "qwen35moe"):
+        expect |= {"full_attention_interval": 3, "ssm.conv_kernel": 4, "ssm.state_size": 16, "ssm.group_count": 2,
+                   "ssm.time_step_rank": 4, "ssm.inner_size": 64}
     if arch == "glm4moe":
         expect |= {"expert_shared_count": 1, "leading_dense_block_count": 1, "expert_gating_func": 2,
                    "expert_weights_norm": True, "expert_weights_scale": 2.5}
@@ -152,7 +170,7 @@ def test_gguf_reader_agrees(tiny, arch):
     assert got == {n: (i.shape, i.qtype) for n, i in ours.tensors.items()}
     types = {k: list(f.types) for k, f in reader.fields.items() if k.startswith("tokenizer.")}
     assert types == TOKENIZER_TYPES
-    name = "blk.0.attn_v.weight"
+    name = "blk.2.attn_v.weight"     # block 2 has attention in every arch (hybrids: every 3rd)
     data = next(t for t in reader.tensors if t.name == name).data
     assert np.array_equal(data.reshape(-1).view(np.uint8), ours.raw(name))
 
@@ -167,6 +185,9 @@ def check_values(path, expect_types=None):
         assert x.size == info.n_elements and np.isfinite(x).all(), name
         if name.endswith("norm.weight"):
             assert 0.9 <= x.min() and x.max() <= 1.1, name
+        elif name.endswith(("ssm_conv1d.weight", ".ssm_a")):       # a delta net's conv taps, decay rates
+            lo, hi = synthetic._RANGES["conv" if name.endswith("weight") else "decay"]
+            assert lo <= x.min() and x.max() <= hi and (x.size < 256 or x.std() > (hi - lo) / 8), name
         elif x.size < 256:              # glm4moe's biases: too few values for the statistics
             assert np.abs(x).max() <= synthetic.UNIFORM_HALF_WIDTH, name
         else:

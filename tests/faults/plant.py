@@ -38,6 +38,7 @@ PK = "tests/engine/test_packed.py::"
 GK = "tests/engine/test_gpu_kernels.py::"
 DG = "tests/engine/test_dp4a_gemv.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
+HY = "tests/engine/test_hybrid.py::"
 
 
 @dataclass
@@ -108,6 +109,17 @@ FAULTS = [
           "poss += [p + (p >= s.n_cached + sr.n_base) for p in range(s.n_cached, s.n_cached + sr.n_rows)]",
           [RD + "test_decode_path_is_transformers_greedy[smollm2]",
            RD + "test_decode_path_logits_match_transformers[smollm2]", INDUCTION]),
+    # 12. prefix reuse on a hybrid model without asking whether the state ring still holds the state
+    Fault("hybrid-reuse-unchecked", "engine/scheduler.py",
+          "return n if not self.conv_kernel or all(",
+          "return n if True or all(",
+          [HY + "test_follow_up_reuses_the_state_while_the_ring_holds_it[qwen35]"]),
+    # 13. the delta net reads the state of the row's own position (a rejected proposal's, or stale)
+    Fault("delta-net-reads-own-position", "engine/gdn.py",
+          "S = state_ring[s, (p - 1) % STATE_RING] if p > 0",
+          "S = state_ring[s, p % STATE_RING] if p > 0",
+          [RD + "test_decode_path_logits_match_transformers[qwen35]",
+           HY + "test_rejected_proposals_leave_the_state_as_if_they_never_ran"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.

@@ -1,0 +1,69 @@
+"""The gated delta net mixer of hybrid blocks (qwen35 / qwen35moe), row by row on a tile.
+
+Each slot keeps, per delta net layer, a ring of STATE_RING rows indexed by position: the conv's input
+at that position and the recurrent state after it (one [head size x head size] matrix per value head).
+A row at position p reads the ring at p-1 (and the conv inputs back to p-kernel+1) and writes p, so the
+ring behaves like the KV cache: a window's rejected rows are overwritten by the next window's rows at
+the same positions, and nothing needs committing after a verdict. The ring holds a window's rows as
+long as a slot is offered at most STATE_RING - kernel proposals (engine.drafts caps the depth).
+
+Rows run one after another in tile order (a slot's rows are in position order), each from its own
+slot's ring and its own projections, so a row's result does not depend on the other rows of its
+tile. Conventions follow llama.cpp's qwen35 graph: value heads in tiled order (value head j reads key
+head j mod key heads), l2-normalised q and k, q scaled by 1/sqrt(head size), decay g = a * softplus(alpha
++ dt_bias), then the gated RMSNorm (weight * norm(o) * silu(z)) of each value head.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.config import STATE_RING, ModelConfig
+from engine.weights import DeltaNetWeights
+
+L2_EPS = 1e-6
+
+
+def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(conv ring [slots, STATE_RING, conv channels], state ring [slots, STATE_RING, v heads, hd, hd]), zeros."""
+    hd = cfg.ssm_head_dim
+    conv = torch.zeros((n_slots, STATE_RING, cfg.ssm_conv_dim), dtype=torch.float32, device=device)
+    state = torch.zeros((n_slots, STATE_RING, cfg.ssm_v_heads, hd, hd), dtype=torch.float32, device=device)
+    return conv, state
+
+
+def _l2norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
+
+
+def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
+              n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor) -> torch.Tensor:
+    """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros)."""
+    T = h.shape[0]
+    hd, nk, nv, K = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads, cfg.ssm_conv
+    mixed = w.qkv.linear(h, T).float()                                  # [T, conv channels]
+    z = w.gate.linear(h, T).float().view(T, nv, hd)
+    beta = torch.sigmoid(w.beta.linear(h, T).float())                  # [T, nv]
+    g = F.softplus(w.alpha.linear(h, T).float() + w.dt_bias) * w.a      # [T, nv], log of the decay
+    out = torch.zeros((T, nv, hd), dtype=torch.float32, device=h.device)
+    slots, poss = slot.tolist(), pos.tolist()
+    kd = nk * hd
+    for t in range(n_real):
+        s, p = slots[t], poss[t]
+        conv_ring[s, p % STATE_RING] = mixed[t]
+        back = torch.tensor([(p - K + 1 + i) % STATE_RING for i in range(K)], device=h.device)
+        window = conv_ring[s, back]                                     # [K, channels], oldest first
+        if p < K - 1:                                                   # positions before 0 read zeros
+            window = torch.cat((torch.zeros_like(window[: K - 1 - p]), window[K - 1 - p:]))
+        c = F.silu((window.t() * w.conv).sum(-1))                       # [channels]
+        q = _l2norm(c[:kd].view(nk, hd)).repeat(nv // nk, 1) * hd ** -0.5
+        k = _l2norm(c[kd:2 * kd].view(nk, hd)).repeat(nv // nk, 1)
+        v = c[2 * kd:].view(nv, hd)
+        S = state_ring[s, (p - 1) % STATE_RING] if p > 0 else torch.zeros_like(state_ring[s, 0])
+        S = S * g[t].exp()[:, None, None]
+        delta = (v - (S * k[:, :, None]).sum(-2)) * beta[t][:, None]
+        S = S + k[:, :, None] * delta[:, None, :]
+        state_ring[s, p % STATE_RING] = S
+        out[t] = (S * q[:, :, None]).sum(-2)
+    o = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w.norm * F.silu(z)
+    return w.out.linear(o.reshape(T, nv * hd).to(h.dtype), T)
