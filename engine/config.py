@@ -9,8 +9,8 @@ import numpy as np
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 
-SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe")
-HYBRID_ARCHS = ("qwen35", "qwen35moe")     # gated delta net layers between gated full-attention layers
+SUPPORTED_ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe", "qwen3next")
+HYBRID_ARCHS = ("qwen35", "qwen35moe", "qwen3next")   # gated delta net layers between gated attention layers
 # Rows of one slot's recurrent state a stage keeps (engine/gdn.py): a window's rejected rows and the
 # conv kernel's history must fit, so a window offers a slot at most STATE_RING - conv kernel proposals
 STATE_RING = 32
@@ -54,6 +54,7 @@ class ModelConfig:
     ssm_k_heads: int = 0
     ssm_v_heads: int = 0
     ssm_head_dim: int = 0
+    ssm_tiled: bool = True          # value heads in llama.cpp's tiled order (qwen35); grouped by key head (qwen3next)
     shexp_gated: bool = False       # qwen35moe: the shared expert's output is scaled by a sigmoid gate
     mtp_post_norm: bool = False     # the nextn layer joins the trunk's hidden state after the output norm
     embed_scale: float = 1.0
@@ -195,7 +196,7 @@ def model_config(gf: GGUFFile) -> ModelConfig:
         qk_norm=arch in ("qwen3", "qwen3moe", "gemma3"),
     )
     cfg.attn_scale = 1.0 / math.sqrt(head_dim)
-    if arch in ("qwen3moe", "glm4moe", "qwen35moe"):
+    if arch in ("qwen3moe", "glm4moe", "qwen35moe", "qwen3next"):
         cfg.n_expert, cfg.n_expert_used = kint("expert_count", lo=1, hi=1 << 16), kint("expert_used_count", lo=1, hi=1 << 16)
         cfg.expert_ff = kint("expert_feed_forward_length", 0) or cfg.n_ff
     if arch == "glm4moe":
@@ -241,7 +242,8 @@ def _hybrid(gf: GGUFFile, cfg: ModelConfig, kint) -> None:
                                       f"heads of {cfg.ssm_head_dim}, inner size {inner}")
     if cfg.ssm_conv >= STATE_RING:
         raise ModelFileError(gf.path, f"delta net conv kernel {cfg.ssm_conv}: the engine keeps {STATE_RING} rows")
-    if cfg.arch == "qwen35moe":
+    cfg.ssm_tiled = cfg.arch != "qwen3next"     # llama.cpp reorders qwen35's value heads only
+    if cfg.arch in ("qwen35moe", "qwen3next"):
         cfg.shexp_gated, cfg.n_shared_expert = True, 1
         cfg.shexp_ff = kint("expert_shared_feed_forward_length", cfg.n_ff or cfg.expert_ff, lo=1)
 
@@ -312,10 +314,15 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
 
 
 def _delta_net_shapes(cfg: ModelConfig, p: str) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """qwen35: attn_qkv, attn_gate, ssm_beta, ssm_alpha. qwen3next: ssm_ba, and attn_qkv plus
+    attn_gate or (older files) ssm_in with q, k, v and z side by side per key head (the loader picks)."""
     d, nv, value = cfg.n_embd, cfg.ssm_v_heads, cfg.ssm_v_heads * cfg.ssm_head_dim
-    return {p + "attn_qkv.weight": ((d, cfg.ssm_conv_dim), True), p + "attn_gate.weight": ((d, value), True),
+    nxt = cfg.arch == "qwen3next"
+    return {p + "attn_qkv.weight": ((d, cfg.ssm_conv_dim), not nxt), p + "attn_gate.weight": ((d, value), not nxt),
+            p + "ssm_in.weight": ((d, cfg.ssm_conv_dim + value), False),
             p + "ssm_conv1d.weight": ((cfg.ssm_conv, cfg.ssm_conv_dim), True), p + "ssm_dt.bias": ((nv,), True),
-            p + "ssm_a": ((nv,), True), p + "ssm_beta.weight": ((d, nv), True), p + "ssm_alpha.weight": ((d, nv), True),
+            p + "ssm_a": ((nv,), True), p + "ssm_beta.weight": ((d, nv), not nxt),
+            p + "ssm_alpha.weight": ((d, nv), not nxt), p + "ssm_ba.weight": ((d, 2 * nv), nxt),
             p + "ssm_norm.weight": ((cfg.ssm_head_dim,), True), p + "ssm_out.weight": ((value, d), True)}
 
 

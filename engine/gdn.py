@@ -1,4 +1,4 @@
-"""The gated delta net mixer of hybrid blocks (qwen35 / qwen35moe), row by row on a tile.
+"""The gated delta net mixer of hybrid blocks (qwen35 / qwen35moe / qwen3next), row by row on a tile.
 
 Each slot keeps, per delta net layer, a ring of STATE_RING rows indexed by position: the conv's input
 at that position and the recurrent state after it (one [head size x head size] matrix per value head).
@@ -9,9 +9,10 @@ long as a slot is offered at most STATE_RING - kernel proposals (engine.drafts c
 
 Rows run one after another in tile order (a slot's rows are in position order), each from its own
 slot's ring and its own projections, so a row's result does not depend on the other rows of its
-tile. Conventions follow llama.cpp's qwen35 graph: value heads in tiled order (value head j reads key
-head j mod key heads), l2-normalised q and k, q scaled by 1/sqrt(head size), decay g = a * softplus(alpha
-+ dt_bias), then the gated RMSNorm (weight * norm(o) * silu(z)) of each value head.
+tile. Conventions follow llama.cpp's qwen35 and qwen3next graphs: value heads in tiled order (qwen35:
+value head j reads key head j mod key heads) or grouped (qwen3next), l2-normalised q and k, q scaled
+by 1/sqrt(head size), decay g = a * softplus(alpha + dt_bias), then the gated RMSNorm
+(weight * norm(o) * silu(z)) of each value head.
 """
 from __future__ import annotations
 
@@ -36,15 +37,37 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
 
 
+def _per_value_head(x: torch.Tensor, nv: int, tiled: bool) -> torch.Tensor:
+    """[key heads, hd] -> [value heads, hd]: value head j reads key head j mod key heads (tiled, qwen35)
+    or j // (value heads / key heads) (grouped, qwen3next)."""
+    r = nv // x.shape[0]
+    return x.repeat(r, 1) if tiled else x.repeat_interleave(r, 0)
+
+
+def _projections(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor):
+    """(conv input [T, channels], z [T, nv, hd], b [T, nv], a [T, nv]) in float32."""
+    T, nk, nv, hd = h.shape[0], cfg.ssm_k_heads, cfg.ssm_v_heads, cfg.ssm_head_dim
+    if w.qkvz is not None:                     # per key head: q, k, then its value heads' v and z
+        x = w.qkvz.linear(h, T).float().view(T, nk, 2 * hd + 2 * (nv // nk) * hd)
+        q, k, v, z = x.split([hd, hd, (nv // nk) * hd, (nv // nk) * hd], dim=-1)
+        mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
+        z = z.reshape(T, nv, hd)
+    else:
+        mixed, z = w.qkv.linear(h, T).float(), w.gate.linear(h, T).float().view(T, nv, hd)
+    if w.ba is not None:                       # per key head: its value heads' b, then their a
+        b, a = w.ba.linear(h, T).float().view(T, nk, 2 * (nv // nk)).chunk(2, dim=-1)
+        return mixed, z, b.reshape(T, nv), a.reshape(T, nv)
+    return mixed, z, w.beta.linear(h, T).float(), w.alpha.linear(h, T).float()
+
+
 def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
               n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor) -> torch.Tensor:
     """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros)."""
     T = h.shape[0]
     hd, nk, nv, K = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads, cfg.ssm_conv
-    mixed = w.qkv.linear(h, T).float()                                  # [T, conv channels]
-    z = w.gate.linear(h, T).float().view(T, nv, hd)
-    beta = torch.sigmoid(w.beta.linear(h, T).float())                  # [T, nv]
-    g = F.softplus(w.alpha.linear(h, T).float() + w.dt_bias) * w.a      # [T, nv], log of the decay
+    mixed, z, b, a = _projections(w, cfg, h)
+    beta = torch.sigmoid(b)                                             # [T, nv]
+    g = F.softplus(a + w.dt_bias) * w.a                                 # [T, nv], log of the decay
     out = torch.zeros((T, nv, hd), dtype=torch.float32, device=h.device)
     slots, poss = slot.tolist(), pos.tolist()
     kd = nk * hd
@@ -56,8 +79,8 @@ def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch
         if p < K - 1:                                                   # positions before 0 read zeros
             window = torch.cat((torch.zeros_like(window[: K - 1 - p]), window[K - 1 - p:]))
         c = F.silu((window.t() * w.conv).sum(-1))                       # [channels]
-        q = _l2norm(c[:kd].view(nk, hd)).repeat(nv // nk, 1) * hd ** -0.5
-        k = _l2norm(c[kd:2 * kd].view(nk, hd)).repeat(nv // nk, 1)
+        q = _per_value_head(_l2norm(c[:kd].view(nk, hd)), nv, cfg.ssm_tiled) * hd ** -0.5
+        k = _per_value_head(_l2norm(c[kd:2 * kd].view(nk, hd)), nv, cfg.ssm_tiled)
         v = c[2 * kd:].view(nv, hd)
         S = state_ring[s, (p - 1) % STATE_RING] if p > 0 else torch.zeros_like(state_ring[s, 0])
         S = S * g[t].exp()[:, None, None]

@@ -48,7 +48,8 @@ class Stage:
         """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
         quantized bytes."""
         tensors = [v for lw in self.layers for k, v in vars(lw).items() if v is not None and k not in STACKED]
-        tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])]
+        tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])
+                   if x is not None]
         tensors += [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
                     if t is not None]
         return sum(resident_bytes(t) for t in tensors)

@@ -12,16 +12,16 @@ from gguf.constants import TENSOR_NAMES, GGUFValueType, Keys, MODEL_TENSOR as T
 
 from engine.errors import ConfigError
 
-ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe")
-MOE_ARCHS = ("qwen3moe", "glm4moe", "qwen35moe")
-HYBRID = ("qwen35", "qwen35moe")      # gated delta net blocks between gated full-attention blocks
+ARCHS = ("llama", "qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe", "qwen3next")
+MOE_ARCHS = ("qwen3moe", "glm4moe", "qwen35moe", "qwen3next")
+HYBRID = ("qwen35", "qwen35moe", "qwen3next")      # gated delta net blocks between gated attention blocks
 VOCAB_SIZE = 49152  # the default model's (SmolLM2) tokenizer is copied into every synthetic model
 
 _RMS_EPS = {"llama": 1e-5, "qwen3": 1e-6, "qwen3moe": 1e-6, "gemma3": 1e-6, "glm4moe": 1e-5, "qwen35": 1e-6,
-            "qwen35moe": 1e-6}
-_HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3", "qwen35", "qwen35moe"}
-_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3", "glm4moe", "qwen35", "qwen35moe"}
-_ROPE_FRACTION = {"glm4moe": 2, "qwen35": 4, "qwen35moe": 4}     # rope on head_dim / this
+            "qwen35moe": 1e-6, "qwen3next": 1e-6}
+_HAS_QK_NORM = {"qwen3", "qwen3moe", "gemma3", *HYBRID}
+_HAS_HEAD_DIM_KEYS = {"qwen3", "qwen3moe", "gemma3", "glm4moe", *HYBRID}
+_ROPE_FRACTION = {"glm4moe": 2, "qwen35": 4, "qwen35moe": 4, "qwen3next": 4}     # rope on head_dim / this
 # glm4moe as GLM-4.5-Air: q/k/v biases, no q/k norms, rope on half of each head, sigmoid routing
 # with a selection bias, one shared expert, the first block dense
 GLM_ROUTED_SCALE = 2.5    # GLM-4.5's (Air's is 1.0): synthetic files exercise a scale other than 1
@@ -49,6 +49,7 @@ class Shape:
     ssm_v_heads: int = 4          # a multiple of the key heads: value head j reads key head j mod key heads
     ssm_conv: int = 4
     attn_interval: int = 3        # every 3rd block has full attention (the real models: every 4th)
+    ssm_head_dim: int = 0         # 0: head_dim
 
 
 SHAPES: dict[str, Shape] = {
@@ -66,6 +67,16 @@ SHAPES: dict[str, Shape] = {
     "qwen3-30b-a3b": Shape(n_layer=48, d_model=2048, n_head=32, n_head_kv=4, head_dim=128, ffn=6144,
                            context=40960, rope_base=1000000.0, n_expert=128, n_expert_used=8,
                            expert_ffn=768, sliding_window=4096),
+    # The hybrids' published shapes, as transformers' Qwen3_5TextConfig, Qwen3_5MoeTextConfig and
+    # Qwen3NextConfig give them (Qwen3.5-9B, Qwen3.5-35B-A3B, Qwen3-Next-80B-A3B), with this vocabulary
+    "qwen3.5-9b": Shape(n_layer=32, d_model=4096, n_head=16, n_head_kv=4, head_dim=256, ffn=12288, context=262144,
+                        rope_base=10000000.0, ssm_k_heads=16, ssm_v_heads=32, attn_interval=4, ssm_head_dim=128),
+    "qwen3.5-35b-a3b": Shape(n_layer=40, d_model=2048, n_head=16, n_head_kv=2, head_dim=256, ffn=512, context=262144,
+                             rope_base=10000000.0, n_expert=256, n_expert_used=8, expert_ffn=512, ssm_k_heads=16,
+                             ssm_v_heads=32, attn_interval=4, ssm_head_dim=128),
+    "qwen3-next-80b-a3b": Shape(n_layer=48, d_model=2048, n_head=16, n_head_kv=2, head_dim=256, ffn=5632,
+                                context=262144, rope_base=10000000.0, n_expert=512, n_expert_used=10, expert_ffn=512,
+                                ssm_k_heads=16, ssm_v_heads=32, attn_interval=4, ssm_head_dim=128),
     "glm-4.5-air": Shape(n_layer=46, d_model=4096, n_head=96, n_head_kv=8, head_dim=128, ffn=10944,
                          context=131072, rope_base=1000000.0, n_expert=128, n_expert_used=8, expert_ffn=1408),
 }
@@ -98,27 +109,30 @@ def is_recurrent(arch: str, s: Shape, bid: int) -> bool:
     return arch in HYBRID and bid < s.n_layer and (bid + 1) % s.attn_interval != 0
 
 
-def _delta_net(s: Shape, bid: int) -> list[TensorSpec]:
-    """A gated delta net block's mixer, as llama.cpp's qwen35 names and shapes it (head size = head_dim)."""
-    d, nv, hd = s.d_model, s.ssm_v_heads, s.head_dim
+def _delta_net(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
+    """A gated delta net block's mixer, as llama.cpp names and shapes it: qwen35 with separate
+    projections, qwen3next as its older files have it (ssm_in: q, k, v, z per key head; ssm_beta_alpha)."""
+    d, nv, hd = s.d_model, s.ssm_v_heads, s.ssm_head_dim or s.head_dim
     conv, value = (2 * s.ssm_k_heads + nv) * hd, nv * hd
-    return [
-        TensorSpec(_name(T.ATTN_NORM, bid), (d,), "norm"),
-        TensorSpec(_name(T.ATTN_QKV, bid), (d, conv), "weight"),
-        TensorSpec(_name(T.ATTN_GATE, bid), (d, value), "weight"),
-        TensorSpec(_name(T.SSM_CONV1D, bid), (s.ssm_conv, conv), "conv"),
-        TensorSpec(_name(T.SSM_DT, bid, "bias"), (nv,), "bias"),
-        TensorSpec(TENSOR_NAMES[T.SSM_A].format(bid=bid), (nv,), "decay"),
-        TensorSpec(_name(T.SSM_BETA, bid), (d, nv), "weight"),
-        TensorSpec(_name(T.SSM_ALPHA, bid), (d, nv), "weight"),
-        TensorSpec(_name(T.SSM_NORM, bid), (hd,), "norm"),
-        TensorSpec(_name(T.SSM_OUT, bid), (value, d), "weight"),
-    ]
+    if arch == "qwen3next":
+        inputs = [TensorSpec(_name(T.SSM_IN, bid), (d, conv + value), "weight"),
+                  TensorSpec(_name(T.SSM_BETA_ALPHA, bid), (d, 2 * nv), "weight")]
+    else:
+        inputs = [TensorSpec(_name(T.ATTN_QKV, bid), (d, conv), "weight"),
+                  TensorSpec(_name(T.ATTN_GATE, bid), (d, value), "weight"),
+                  TensorSpec(_name(T.SSM_BETA, bid), (d, nv), "weight"),
+                  TensorSpec(_name(T.SSM_ALPHA, bid), (d, nv), "weight")]
+    return [TensorSpec(_name(T.ATTN_NORM, bid), (d,), "norm"), *inputs,
+            TensorSpec(_name(T.SSM_CONV1D, bid), (s.ssm_conv, conv), "conv"),
+            TensorSpec(_name(T.SSM_DT, bid, "bias"), (nv,), "bias"),
+            TensorSpec(TENSOR_NAMES[T.SSM_A].format(bid=bid), (nv,), "decay"),
+            TensorSpec(_name(T.SSM_NORM, bid), (hd,), "norm"),
+            TensorSpec(_name(T.SSM_OUT, bid), (value, d), "weight")]
 
 
 def _attention(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
     if is_recurrent(arch, s, bid):
-        return _delta_net(s, bid)
+        return _delta_net(arch, s, bid)
     q, kv = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     specs = [
         TensorSpec(_name(T.ATTN_NORM, bid), (s.d_model,), "norm"),
@@ -151,7 +165,7 @@ def _feed_forward(arch: str, s: Shape, bid: int) -> list[TensorSpec]:
             TensorSpec(_name(T.FFN_UP_EXP, bid), (s.d_model, f, e), "weight"),
             TensorSpec(_name(T.FFN_DOWN_EXP, bid), (f, s.d_model, e), "weight"),
         ]
-        if arch == "qwen35moe":
+        if arch in ("qwen35moe", "qwen3next"):
             specs += [
                 TensorSpec(_name(T.FFN_GATE_INP_SHEXP, bid), (s.d_model,), "router"),
                 TensorSpec(_name(T.FFN_GATE_SHEXP, bid), (s.d_model, f), "weight"),
@@ -233,17 +247,18 @@ def arch_metadata(arch: str, s: Shape, mtp: int = 0) -> dict[str, tuple[object, 
         meta[Keys.LLM.EXPERT_WEIGHTS_SCALE] = (GLM_ROUTED_SCALE, f32)
         meta[Keys.LLM.EXPERT_WEIGHTS_NORM] = (True, GGUFValueType.BOOL)
         meta[Keys.LLM.EXPERT_GATING_FUNC] = (2, u32)         # sigmoid
-    if arch in HYBRID:
+    if arch in ("qwen35", "qwen35moe"):
         half = s.head_dim // _ROPE_FRACTION[arch] // 2        # multimodal rope sections, text uses them as one
         sections = [half * 11 // 32, half * 11 // 32]
         meta[Keys.Rope.DIMENSION_SECTIONS] = ([*sections, half - sum(sections), 0], GGUFValueType.ARRAY)
+    if arch in HYBRID:
         meta[Keys.LLM.FULL_ATTENTION_INTERVAL] = (s.attn_interval, u32)
         meta[Keys.SSM.CONV_KERNEL] = (s.ssm_conv, u32)
-        meta[Keys.SSM.STATE_SIZE] = (s.head_dim, u32)
+        meta[Keys.SSM.STATE_SIZE] = (s.ssm_head_dim or s.head_dim, u32)
         meta[Keys.SSM.GROUP_COUNT] = (s.ssm_k_heads, u32)
         meta[Keys.SSM.TIME_STEP_RANK] = (s.ssm_v_heads, u32)
-        meta[Keys.SSM.INNER_SIZE] = (s.ssm_v_heads * s.head_dim, u32)
-    if arch == "qwen35moe":
+        meta[Keys.SSM.INNER_SIZE] = (s.ssm_v_heads * (s.ssm_head_dim or s.head_dim), u32)
+    if arch in ("qwen35moe", "qwen3next"):
         meta[Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH] = (s.expert_ffn, u32)
     if arch == "gemma3":
         meta[Keys.Attention.SLIDING_WINDOW] = (s.sliding_window, u32)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.config import ModelConfig
+from engine.config import HYBRID_ARCHS, ModelConfig
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 from engine.quant import QuantTensor
@@ -13,16 +13,21 @@ from engine.quant import QuantTensor
 
 @dataclass
 class DeltaNetWeights:
-    """A gated delta net block's mixer (qwen35): projections, the causal conv and the decay parameters."""
-    qkv: QuantTensor          # -> the conv's input: q, k (key heads), v (value heads, tiled as llama.cpp orders them)
-    gate: QuantTensor         # z: the output norm's gate
-    beta: QuantTensor
-    alpha: QuantTensor
+    """A gated delta net block's mixer (qwen35, qwen3next): projections, the causal conv and the decay
+    parameters. The conv's input is q and k (key heads) then v (value heads): from qkv (with z from
+    gate), or from qkvz, which holds q, k, v and z side by side per key head (older qwen3next files).
+    beta and alpha likewise: two matrices, or ba with both side by side per key head."""
     conv: torch.Tensor        # [conv channels, kernel]
     dt_bias: torch.Tensor     # [value heads]
     a: torch.Tensor           # [value heads], -exp(A_log) as the file stores it
     norm: torch.Tensor        # [head size]
     out: QuantTensor
+    qkv: QuantTensor | None = None
+    gate: QuantTensor | None = None
+    qkvz: QuantTensor | None = None
+    beta: QuantTensor | None = None
+    alpha: QuantTensor | None = None
+    ba: QuantTensor | None = None
 
 
 @dataclass
@@ -132,7 +137,7 @@ class WeightLoader:
     def layer(self, i: int, device) -> LayerWeights:
         p = f"blk.{i}."
         opt_v = lambda n: self.vector(p + n, device) if self.has(p + n) else None  # noqa: E731
-        named_ffn_norm = self.cfg.arch in ("glm4moe", "qwen35", "qwen35moe")   # as post_attention_norm
+        named_ffn_norm = self.cfg.arch == "glm4moe" or self.cfg.arch in HYBRID_ARCHS   # as post_attention_norm
         lw = LayerWeights(
             attn_norm=self.vector(p + "attn_norm.weight", device),
             ffn_norm=self.vector(p + ("post_attention_norm.weight" if named_ffn_norm else "ffn_norm.weight"), device),
@@ -140,13 +145,7 @@ class WeightLoader:
             post_ffw_norm=opt_v("post_ffw_norm.weight"),
         )
         if self.cfg.is_recurrent(i):
-            m = lambda n: self.matrix(p + n, device)  # noqa: E731
-            v = lambda n: self.vector(p + n, device)  # noqa: E731
-            conv = self.matrix(p + "ssm_conv1d.weight", "cpu", dense=False).dequantize().float()
-            lw.delta_net = DeltaNetWeights(
-                qkv=m("attn_qkv.weight"), gate=m("attn_gate.weight"), beta=m("ssm_beta.weight"),
-                alpha=m("ssm_alpha.weight"), conv=conv.reshape(self.cfg.ssm_conv_dim, self.cfg.ssm_conv).to(device),
-                dt_bias=v("ssm_dt.bias"), a=v("ssm_a"), norm=v("ssm_norm.weight"), out=m("ssm_out.weight"))
+            lw.delta_net = self.delta_net(p, device)
         else:
             lw.wq, lw.wk = self.matrix(p + "attn_q.weight", device), self.matrix(p + "attn_k.weight", device)
             lw.wv, lw.wo = self.matrix(p + "attn_v.weight", device), self.matrix(p + "attn_output.weight", device)
@@ -171,6 +170,23 @@ class WeightLoader:
             lw.w_down = self.matrix(p + "ffn_down.weight", device)
             lw.gate_up = stack_packed([lw.w_gate, lw.w_up])
         return lw
+
+    def delta_net(self, p: str, device) -> DeltaNetWeights:
+        opt_m = lambda n: self.matrix(p + n, device) if self.has(p + n) else None  # noqa: E731
+        v = lambda n: self.vector(p + n, device)  # noqa: E731
+        conv = self.matrix(p + "ssm_conv1d.weight", "cpu", dense=False).dequantize().float()
+        w = DeltaNetWeights(conv=conv.reshape(self.cfg.ssm_conv_dim, self.cfg.ssm_conv).to(device),
+                            dt_bias=v("ssm_dt.bias"), a=v("ssm_a"), norm=v("ssm_norm.weight"),
+                            out=self.matrix(p + "ssm_out.weight", device), qkv=opt_m("attn_qkv.weight"),
+                            gate=opt_m("attn_gate.weight"), beta=opt_m("ssm_beta.weight"),
+                            alpha=opt_m("ssm_alpha.weight"), ba=opt_m("ssm_ba.weight"))
+        if w.qkv is None or w.gate is None:
+            w.qkv = w.gate = None
+            w.qkvz = self.matrix(p + "ssm_in.weight", device)       # a missing tensor: named by matrix()
+        if w.beta is None or w.alpha is None:
+            w.beta = w.alpha = None
+            w.ba = self.matrix(p + "ssm_ba.weight", device)
+        return w
 
     def embedding(self, device) -> QuantTensor:
         return self.matrix("token_embd.weight", device, dense=False)   # rows are decoded as looked up

@@ -1,11 +1,14 @@
-"""Transformers' Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM holding a GGUF's weights (test-only oracle).
+"""Transformers' Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM / Qwen3NextForCausalLM holding a GGUF's
+weights (test-only oracle).
 
 Transformers' GGUF reader does not take qwen35, so the config comes from the metadata and every tensor
 is dequantized by `gguf.quants.dequantize` (not the engine's decoders), then llama.cpp's converter is
 undone: norms lose the +1 it added (transformers' zero-centred norms), except the delta net's own norm;
-ssm_a = -exp(A_log) goes back to A_log; the conv gets its channel axis back; and the value heads go
-back from llama.cpp's tiled order (value head j of key head j mod key heads) to transformers' grouped
-order, in every tensor that has them. The nextn block becomes one more full-attention decoder layer.
+ssm_a = -exp(A_log) goes back to A_log; the conv gets its channel axis back; and for qwen35 the value
+heads go back from llama.cpp's tiled order (value head j of key head j mod key heads) to transformers'
+grouped order, in every tensor that has them (qwen3next files keep transformers' order, and its older
+ssm_in / ssm_ba are transformers' in_proj_qkvz / in_proj_ba as they are). The nextn block becomes one
+more full-attention decoder layer.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ _NAMES = {"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.wei
           "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
           "attn_qkv.weight": "linear_attn.in_proj_qkv.weight", "attn_gate.weight": "linear_attn.in_proj_z.weight",
           "ssm_beta.weight": "linear_attn.in_proj_b.weight", "ssm_alpha.weight": "linear_attn.in_proj_a.weight",
+          "ssm_in.weight": "linear_attn.in_proj_qkvz.weight", "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
           "ssm_conv1d.weight": "linear_attn.conv1d.weight", "ssm_dt.bias": "linear_attn.dt_bias",
           "ssm_a": "linear_attn.A_log", "ssm_norm.weight": "linear_attn.norm.weight",
           "ssm_out.weight": "linear_attn.out_proj.weight",
@@ -62,7 +66,14 @@ def load_qwen35(path):
         linear_conv_kernel_dim=int(m("ssm.conv_kernel")), linear_key_head_dim=lhd, linear_value_head_dim=lhd,
         linear_num_key_heads=nk, linear_num_value_heads=nv, layer_types=kinds,
         tie_word_embeddings="output.weight" not in w)
-    if arch == "qwen35moe":
+    if arch == "qwen3next":
+        cfg = transformers.Qwen3NextConfig(
+            **common, intermediate_size=int(m("feed_forward_length")), decoder_sparse_step=1, mlp_only_layers=[],
+            moe_intermediate_size=int(m("expert_feed_forward_length")), norm_topk_prob=True,
+            shared_expert_intermediate_size=int(m("expert_shared_feed_forward_length")),
+            num_experts_per_tok=int(m("expert_used_count")), num_experts=int(m("expert_count")))
+        model_class = transformers.Qwen3NextForCausalLM
+    elif arch == "qwen35moe":
         cfg = transformers.Qwen3_5MoeTextConfig(
             **common, moe_intermediate_size=int(m("expert_feed_forward_length")),
             shared_expert_intermediate_size=int(m("expert_shared_feed_forward_length")),
@@ -73,7 +84,8 @@ def load_qwen35(path):
         model_class = transformers.Qwen3_5ForCausalLM
     sd = {"model.embed_tokens.weight": w["token_embd.weight"], "model.norm.weight": w["output_norm.weight"] - 1,
           "lm_head.weight": w.get("output.weight", w["token_embd.weight"])}
-    kd = nk * lhd
+    kd, tiled = nk * lhd, arch != "qwen3next"
+    grouped = _grouped if tiled else (lambda t, *_: t)  # noqa: E731
     for name, t in w.items():
         parts = name.split(".")
         if parts[0] != "blk" or parts[2] == "nextn":
@@ -83,16 +95,16 @@ def load_qwen35(path):
             t = t - 1
         elif rest in ("attn_qkv.weight", "ssm_conv1d.weight"):
             t = t.reshape(2 * kd + nv * lhd, -1)          # rows (qkv) or channels (conv): q, k, then v heads
-            t = torch.cat((t[:2 * kd], _grouped(t[2 * kd:], 0, nk, nv, lhd)))
+            t = torch.cat((t[:2 * kd], grouped(t[2 * kd:], 0, nk, nv, lhd)))
             t = t[:, None, :] if rest == "ssm_conv1d.weight" else t
         elif rest == "attn_gate.weight":
-            t = _grouped(t, 0, nk, nv, lhd)
+            t = grouped(t, 0, nk, nv, lhd)
         elif rest in ("ssm_beta.weight", "ssm_alpha.weight", "ssm_dt.bias"):
-            t = _grouped(t, 0, nk, nv, 1)
+            t = grouped(t, 0, nk, nv, 1)
         elif rest == "ssm_a":
-            t = _grouped(torch.log(-t), 0, nk, nv, 1)
+            t = grouped(torch.log(-t), 0, nk, nv, 1)
         elif rest == "ssm_out.weight":
-            t = _grouped(t, 1, nk, nv, lhd)
+            t = grouped(t, 1, nk, nv, lhd)
         elif rest == "ffn_gate_inp_shexp.weight":
             t = t.reshape(1, -1)
         if rest in _NAMES:

@@ -33,6 +33,7 @@ SYNTHETIC_LAYOUTS = [
     ("qwen35", "cpu,cpu", "auto", 4, 2, 2, 1, 0.8),
     ("qwen35", "cpu,cpu,cpu", "2,4", 3, 1, 0, 4, 0.0),
     ("qwen35moe", "cpu,cpu", "3", 4, 2, 3, 1, 0.0),
+    ("qwen3next", "cpu,cpu", "auto", 4, 2, 2, 1, 0.7),
 ]
 
 

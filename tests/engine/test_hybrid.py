@@ -1,4 +1,4 @@
-"""Hybrid models (qwen35, qwen35moe: gated delta net blocks between attention blocks) in the engine's
+"""Hybrid models (qwen35, qwen35moe, qwen3next: gated delta net blocks between attention blocks) in the engine's
 own mechanisms: the per-slot state rings across windows, rejected proposals and prefix reuse.
 (Their numerics against transformers: test_reference_decode.py.)"""
 from __future__ import annotations
@@ -22,7 +22,7 @@ def alone(model: str, r: AddRequest) -> list[int]:
         return run_together(eng, [r])[r.request_id].tokens
 
 
-@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe", "qwen3next"])
 def test_follow_up_reuses_the_state_while_the_ring_holds_it(synthetic, arch):
     """A follow-up turn keeps the first turn's prompt when the state ring still holds the state there,
     reads it all again when later rows have overwritten that ring row, and gives a fresh engine's

@@ -47,11 +47,12 @@ PROMPTS = ["The capital of France is",
 # 4.2e-7 (random weights: logits below ~1); the MTP layer 4.2e-7 on both; glm4moe 3.6e-7 (MTP 4.2e-7);
 # qwen35 1.9e-6, qwen35moe 8.1e-7. Tolerances: ~3-4x those.
 LOGIT_ATOL = {"smollm2": 2e-4, "gemma3": 1e-4, "qwen3": 2e-6, "qwen3moe": 1.5e-6, "glm4moe": 1.5e-6,
-              "qwen35": 6e-6, "qwen35moe": 6e-6}
-HF_BUILDERS = {"glm4moe": load_glm4moe, "qwen35": load_qwen35, "qwen35moe": load_qwen35}
-MTP_ATOL = {"qwen35": 5e-6, "qwen35moe": 5e-6}     # measured 1.4e-6 and 8.8e-7 (the trunk's state after the
+              "qwen35": 6e-6, "qwen35moe": 6e-6, "qwen3next": 6e-6}
+HYBRIDS = ("qwen35", "qwen35moe", "qwen3next")
+HF_BUILDERS = {"glm4moe": load_glm4moe, "qwen35": load_qwen35, "qwen35moe": load_qwen35, "qwen3next": load_qwen35}
+MTP_ATOL = {"qwen35": 5e-6, "qwen35moe": 5e-6, "qwen3next": 5e-6}     # measured 1.4e-6 and 8.8e-7 (the trunk's state after the
 MTP_ATOL_DEFAULT = 1.5e-6                          # delta net layers, chunked there, row by row here)
-MODELS = ["smollm2", "gemma3", "qwen3", "qwen3moe", "glm4moe", "qwen35", "qwen35moe"]
+MODELS = ["smollm2", "gemma3", "qwen3", "qwen3moe", "glm4moe", "qwen35", "qwen35moe", "qwen3next"]
 
 
 # ---------------------------------------------------------------- test-only hooks
@@ -272,7 +273,8 @@ def _trunk_hidden(hf, tokens: list[int]) -> torch.Tensor:
     return seen[0]
 
 
-@pytest.mark.parametrize("subject", ["qwen3", "qwen3moe", "glm4moe", "qwen35", "qwen35moe"], indirect=True)
+@pytest.mark.parametrize("subject", ["qwen3", "qwen3moe", "glm4moe", "qwen35", "qwen35moe", "qwen3next"],
+                         indirect=True)
 def test_mtp_layer_logits_match_reference(subject):
     worst, n_rows, n_chain = 0.0, 0, 0
     ref = NextnReference(subject.hf, subject.gguf_path, subject.n_layers)
@@ -280,7 +282,7 @@ def test_mtp_layer_logits_match_reference(subject):
         for run in subject.runs:
             full = run.prompt + run.tokens
             hid = _trunk_hidden(subject.hf, full)
-            if subject.name.startswith("qwen35"):        # its nextn layer joins the state after the output norm
+            if subject.name in HYBRIDS:                 # their nextn layer joins the state after the output norm
                 hid = subject.hf.model.norm(hid)
             ref.state = {}
             known = lambda q: ref.joined(hid[q], full[q + 1])  # noqa: E731 - a catch-up row's true input

@@ -34,15 +34,17 @@ GLM_MOE = MOE_FFN[1:] + ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
 
 HY_ATTN = ATTN + ["attn_q_norm", "attn_k_norm"]
 HY_DELTA = ["attn_norm", "attn_qkv", "attn_gate", "ssm_conv1d", "ssm_beta", "ssm_alpha", "ssm_norm", "ssm_out"]
+HY_DELTA_NEXT = ["attn_norm", "ssm_in", "ssm_ba", "ssm_conv1d", "ssm_norm", "ssm_out"]     # qwen3next's older layout
 HY_MOE = MOE_FFN[1:] + ["ffn_gate_inp_shexp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
 
 
 def block_names(arch: str, bid: int) -> list[str]:
     """Tensor names of block bid after 'blk.N.', with their suffixes."""
-    if arch in ("qwen35", "qwen35moe"):     # every 3rd trunk block (and the nextn block) has attention
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):   # every 3rd trunk block (and the nextn block) has attention
         delta = bid < 6 and (bid + 1) % SHAPES["tiny"].attn_interval != 0
-        ffn = ["post_attention_norm"] + (HY_MOE if arch == "qwen35moe" else DENSE_FFN[1:])
-        names = [n + ".weight" for n in (HY_DELTA if delta else HY_ATTN) + ffn]
+        ffn = ["post_attention_norm"] + (HY_MOE if arch != "qwen35" else DENSE_FFN[1:])
+        mixer = (HY_DELTA_NEXT if arch == "qwen3next" else HY_DELTA) if delta else HY_ATTN
+        names = [n + ".weight" for n in mixer + ffn]
         return names + (["ssm_dt.bias", "ssm_a"] if delta else [])
     if arch != "glm4moe":
         return [n + ".weight" for n in BLOCK[arch]]
@@ -86,14 +88,15 @@ def test_tensor_names_shapes_types(tiny, arch, mtp):
     assert set(g.tensors) == expected_names(arch, mtp)
     t = g.tensors
     assert t["token_embd.weight"].shape == (64, 49152)
-    a = 2 if arch in ("qwen35", "qwen35moe") else 0          # hybrids: blocks 0 and 1 are delta nets
+    a = 2 if arch in ("qwen35", "qwen35moe", "qwen3next") else 0       # hybrids: blocks 0 and 1 are delta nets
     assert t[f"blk.{a}.attn_q.weight"].shape == ((64, 128) if a else (64, 64))     # qwen35: q and its gate
     assert t[f"blk.{a}.attn_k.weight"].shape == (64, 32)
     assert t[f"blk.{a}.attn_output.weight"].shape == (64, 64)
     if a:                     # 2 key heads and 4 value heads of 16: conv over q, k, v = 128 channels
-        assert t["blk.0.attn_qkv.weight"].shape == (64, 128) and t["blk.0.ssm_conv1d.weight"].shape == (4, 128)
+        qkv = ("ssm_in", 192) if arch == "qwen3next" else ("attn_qkv", 128)      # qwen3next: z beside them
+        assert t[f"blk.0.{qkv[0]}.weight"].shape == (64, qkv[1]) and t["blk.0.ssm_conv1d.weight"].shape == (4, 128)
         assert t["blk.0.ssm_out.weight"].shape == (64, 64) and t["blk.0.ssm_a"].shape == (4,)
-    if arch in ("qwen3moe", "qwen35moe"):
+    if arch in ("qwen3moe", "qwen35moe", "qwen3next"):
         assert t["blk.0.ffn_gate_inp.weight"].shape == (64, 8)
         assert t["blk.0.ffn_gate_exps.weight"].shape == (64, 32, 8)
         assert t["blk.0.ffn_down_exps.weight"].shape == (32, 64, 8)
@@ -118,12 +121,12 @@ def test_metadata(tiny, arch, mtp):
     assert m["general.architecture"] == arch
     expect = {"vocab_size": 49152, "block_count": 6 + mtp, "embedding_length": 64, "feed_forward_length": 128,
               "context_length": 4096, "attention.head_count": 4, "attention.head_count_kv": 2,
-              "rope.dimension_count": {"glm4moe": 8, "qwen35": 4, "qwen35moe": 4}.get(arch, 16)}
+              "rope.dimension_count": {"glm4moe": 8, "qwen35": 4, "qwen35moe": 4, "qwen3next": 4}.get(arch, 16)}
     if arch != "llama":
         expect |= {"attention.key_length": 16, "attention.value_length": 16}
-    if arch in ("qwen3moe", "glm4moe", "qwen35moe"):
+    if arch in ("qwen3moe", "glm4moe", "qwen35moe", "qwen3next"):
         expect |= {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 32}
-    if arch in ("qwen35", "qwen35moe"):
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):
         expect |= {"full_attention_interval": 3, "ssm.conv_kernel": 4, "ssm.state_size": 16, "ssm.group_count": 2,
                    "ssm.time_step_rank": 4, "ssm.inner_size": 64}
     if arch == "glm4moe":
