@@ -41,7 +41,8 @@ class Int4Weight:
 
 
 def supports(qtype, shape: tuple[int, ...]) -> bool:
-    return int4_parts(QT(qtype).name, shape) > 0
+    """A 2-D matrix this module keeps as int4 (an expert stack converts expert by expert: QuantTensor.to_int4)."""
+    return len(shape) == 2 and int4_parts(QT(qtype).name, shape) > 0
 
 
 @dataclass

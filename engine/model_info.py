@@ -14,9 +14,12 @@ INT4_PARTS = {"Q4_0": 1, "Q4_1": 1, "Q4_K": 1, "Q8_0": 2, "Q5_0": 2, "Q5_1": 2}
 
 
 def int4_parts(qtype_name: str, torch_shape: tuple[int, ...]) -> int:
-    """How many int4 parts the CPU fast mode keeps for a matrix of this type and (row-major) shape; 0
-    where it keeps a dense copy (other types, not 2-D, rows not in the kernel's 16s, K not whole groups)."""
+    """How many int4 parts the CPU fast mode keeps for a matrix of this type and (row-major) shape, or
+    for each expert of a 3-D expert stack; 0 where it keeps a dense copy (other types, rows not in the
+    kernel's 16s, K not whole groups)."""
     parts = INT4_PARTS.get(qtype_name, 0)
+    if len(torch_shape) == 3:
+        torch_shape = torch_shape[1:]
     if not parts or len(torch_shape) != 2 or torch_shape[0] % 16:
         return 0
     return parts if torch_shape[1] % (256 if qtype_name == "Q4_K" else 32) == 0 else 0

@@ -200,6 +200,8 @@ class QuantTensor:
         False where the type or shape has no int4 form."""
         from engine import cpu_int4
 
+        if len(self.shape) == 3 and self.device.type == "cpu" and cpu_int4.supports(self.qtype, self.shape[1:]):
+            return all(self.expert(e).to_int4() for e in range(self.shape[0]))      # each expert its own
         if self.device.type != "cpu" or not cpu_int4.supports(self.qtype, self.shape):
             return False
         self.int4 = cpu_int4.from_gguf(self.data, self.qtype, *self.shape)

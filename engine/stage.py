@@ -47,12 +47,9 @@ class Stage:
     def weight_bytes(self) -> int:
         """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
         quantized bytes."""
-        tensors = [v for lw in self.layers for k, v in vars(lw).items() if v is not None and k not in STACKED]
-        tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])
-                   if x is not None]
-        tensors += [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
-                    if t is not None]
-        return sum(resident_bytes(t) for t in tensors)
+        tensors = [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
+                   if t is not None]
+        return sum(layer_weight_bytes(lw) for lw in self.layers) + sum(resident_bytes(t) for t in tensors)
 
     @property
     def kv_bytes(self) -> int:
@@ -107,9 +104,18 @@ class Stage:
 STACKED = ("qkv", "gate_up", "shexp_gate_up")
 
 
+def layer_weight_bytes(lw) -> int:
+    """What a block's weights hold in memory (engine.model_info.layer_bytes predicts it)."""
+    tensors = [v for k, v in vars(lw).items() if v is not None and k not in STACKED]
+    tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])
+               if x is not None]
+    return sum(resident_bytes(t) for t in tensors)
+
+
 def resident_bytes(t) -> int:
     if isinstance(t, torch.Tensor):
         return t.numel() * t.element_size()
     parts = [t, *t._experts.values()]
     dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)
-    return dense or t.nbytes
+    int4 = sum(p.int4.nbytes for p in t._experts.values() if p.int4 is not None)     # an expert stack's
+    return dense + int4 or t.nbytes

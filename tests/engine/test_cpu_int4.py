@@ -88,3 +88,33 @@ def test_default_model_fast_mode_is_close_to_the_reference_and_small():
     assert kl.mean() < 0.01 and (fast.argmax(-1) == ref.argmax(-1)).float().mean() > 0.9
     file_bytes = m.info.file_bytes
     assert fast_bytes < 1.3 * file_bytes < dense_bytes
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "qwen35moe"])
+def test_moe_experts_stay_int4_and_the_prediction_holds(synthetic, arch):
+    """Expert stacks convert expert by expert: a MoE model's weights stay near the file's size, the
+    memory prediction (engine.model_info.layer_bytes, what the settings panel shows) is what the stage
+    holds, and the logits stay close to the reference numerics."""
+    from engine.model_info import layer_bytes
+    from engine.stage import layer_weight_bytes
+
+    path = synthetic(arch, mtp=0, qtype="Q4_K", shape="small")
+    text = "The quick brown fox jumps over the lazy dog. Rivers carry water from the hills to the sea"
+    got = {}
+    for dtype in ("float32", "auto"):
+        m = load_model(EngineConfig(model=str(path), dtype=dtype, ctx=128))
+        try:
+            st = m.pipeline.stages[0]
+            got[dtype] = m.pipeline.score(m.tokenizer.encode(text)).float()
+            blocks = sum(layer_weight_bytes(lw) for lw in st.layers)
+            predicted = sum(layer_bytes(m.gf, m.cfg.n_layers, 2 if dtype == "auto" else 4, dtype == "auto"))
+            assert abs(blocks - predicted) <= 0.02 * predicted, (dtype, blocks, predicted)
+            if dtype == "auto":
+                stack = st.layers[1].gate_exps
+                assert all(stack.expert(e).int4 is not None for e in range(stack.shape[0]))
+                assert blocks < 1.3 * sum(layer_bytes(m.gf, m.cfg.n_layers))     # the file's bytes of them
+        finally:
+            m.pipeline.close()
+    p, q = torch.log_softmax(got["float32"], -1), torch.log_softmax(got["auto"], -1)
+    assert (p.exp() * (p - q)).sum(-1).mean() < 0.01
+
