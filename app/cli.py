@@ -16,6 +16,7 @@ COMMANDS = {
     "make-model": ("app.cmd_make_model", "write a synthetic GGUF with random weights"),
     "bench": ("app.cmd_bench", "measure tok/s for 1..N concurrent streams"),
     "batch-test": ("app.cmd_batch_test", "check that batched slots give the same tokens and logits as alone"),
+    "mtp-train": ("app.cmd_mtp_train", "train an MTP (draft) layer for a model that has none, by self-distillation"),
     "soak": ("app.cmd_soak", "many concurrent clients against a worker and server on loopback for a while"),
     "serve": ("app.server_main", "OpenAI-compatible HTTP server (headless)"),
     "selftest": ("app.cmd_selftest", "start the engine worker, answer one chat message, print the figures (headless)"),

@@ -268,6 +268,13 @@ class Pipeline:
                           self.tiles, self.scratch_slot)
         return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens)))).cpu()).result()
 
+    def score_hidden(self, tokens: list[int], slot: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(last stage's hidden states [n, d] before the output norm, float32 logits [n, vocab]) at every
+        row of one slot's tokens from position 0 (what a nextn layer joins, and the trunk's picks)."""
+        rows = Rows.build(tokens, [slot] * len(tokens), list(range(len(tokens))), self.tiles, self.scratch_slot)
+        every = list(range(len(tokens)))
+        return self.submit(rows, lambda h, logits_of: (h.float().cpu(), logits_of(every).cpu())).result()
+
     def close(self) -> None:
         for ex in self.executors:
             ex.shutdown(wait=True, cancel_futures=True)

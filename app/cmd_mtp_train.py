@@ -1,0 +1,114 @@
+"""`strata mtp-train`: train an MTP (nextn) layer for a model that has none, by self-distillation.
+
+    strata mtp-train --model default --out smollm2-mtp.gguf [--steps 300] [--tokens 20000] [--device cpu]
+
+1. The model writes its training text: it continues the bundled prompts (app/mtp_prompts.py: chat,
+   code, prose), sampled, until --tokens tokens (kept in OUT.data.pt).
+2. One trunk pass per sequence gives its hidden states and its distribution of every next token.
+3. The layer (engine/mtp_train.py) learns those distributions; a progress bar shows the loss and the
+   share of rows whose greedy pick is the trunk's; a tenth of the sequences is held out for that figure.
+   OUT.ckpt is written every 50 steps: run the same command again to resume (--fresh starts over).
+4. OUT is the model's file (every tensor and key as it was) plus the layer as block n_layers, quantized
+   (--qtype Q8_0) and reusing the model's own embedding and output head.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from app.local_engine import local_client
+from app.mtp_prompts import training_requests
+from app.run_requests import run_together
+from engine.errors import ConfigError
+from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+HELD_OUT = 0.1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="default", help="GGUF file, or 'default'")
+    p.add_argument("--out", required=True, help="the GGUF to write (the model plus its trained MTP layer)")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--tokens", type=int, default=20000, help="tokens of model-written training text")
+    p.add_argument("--seq-tokens", type=int, default=256, help="tokens the model writes per prompt")
+    p.add_argument("--batch", type=int, default=4, help="sequences per step")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--qtype", choices=("Q8_0", "F32"), default="Q8_0")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (writing the text and training)")
+    p.add_argument("--fresh", action="store_true", help="ignore OUT.data.pt and OUT.ckpt from an earlier run")
+
+
+def model_text(model: str, device: str, tokens: int, seq_tokens: int) -> list[list[int]]:
+    """Token ids of prompt + continuation, sampled, until `tokens` continuation tokens."""
+    prompts = training_requests()
+    seqs: list[list[int]] = []
+    with local_client(EngineConfig(model=model, devices=device, parallel=4, ctx=2048)) as eng:
+        tok = eng.transport.core.model.tokenizer
+        bar = tqdm(total=tokens, desc="model text", unit="tok", file=sys.stderr)
+        i = written = 0
+        while written < tokens:
+            batch = []
+            for j in range(4):
+                text, chat = prompts[(i + j) % len(prompts)]
+                ids = tok.apply_chat([{"role": "user", "content": text}]) if chat else tok.encode(text)
+                sp = SamplingParams(max_tokens=seq_tokens, temperature=0.8, top_p=0.95, seed=i + j)
+                batch.append((ids, AddRequest(request_id=f"s{i + j}", sampling=sp, token_ids=ids)))
+            out = run_together(eng, [r for _, r in batch])
+            for ids, r in batch:
+                seqs.append(ids + out[r.request_id].tokens)
+                written += len(out[r.request_id].tokens)
+                bar.update(len(out[r.request_id].tokens))
+            i += 4
+        bar.close()
+    return seqs
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine import mtp_trainer
+    from engine.loader import load_model
+
+    out = Path(args.out)
+    data, ckpt = out.with_name(out.name + ".data.pt"), out.with_name(out.name + ".ckpt")
+    if args.fresh:
+        data.unlink(missing_ok=True)
+        ckpt.unlink(missing_ok=True)
+    model = load_model(EngineConfig(model=args.model, devices=args.device, dtype="float32", ctx=2048))
+    try:
+        if model.cfg.n_mtp:
+            raise ConfigError(f"{Path(model.gf.path).name} already has {model.cfg.n_mtp} MTP layer(s)")
+        layer = mtp_trainer.new_layer(model)
+        if data.exists():
+            seqs = torch.load(data, weights_only=True)["sequences"]
+            print(f"mtp-train: {len(seqs)} sequences from {data}", file=sys.stderr)
+        else:
+            seqs = model_text(args.model, args.device, args.tokens, args.seq_tokens)
+            torch.save({"sequences": seqs}, data)
+        random.Random(0).shuffle(seqs)
+        n_held = max(1, int(len(seqs) * HELD_OUT))
+        bar = tqdm(total=len(seqs), desc="trunk pass", unit="seq", file=sys.stderr)
+        rows = mtp_trainer.collect(model, seqs, lambda: bar.update(1))
+        bar.close()
+        held, train_rows = rows[:n_held], rows[n_held:]
+        loss0, acc0 = mtp_trainer.held_out(layer, held)
+        bar = tqdm(total=args.steps, desc="training", unit="step", file=sys.stderr)
+        bar.update(int(torch.load(ckpt, weights_only=True)["step"]) if ckpt.exists() else 0)
+
+        def step(s: int, loss: float, acc: float) -> None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", accept=f"{acc:.2f}")
+        mtp_trainer.train(layer, train_rows, args.steps, args.lr, ckpt, args.batch, step)
+        bar.close()
+        loss1, acc1 = mtp_trainer.held_out(layer, held)
+        from gguf.constants import GGMLQuantizationType as Q
+        mtp_trainer.export(model, layer, out, Q[args.qtype])
+    finally:
+        model.pipeline.close()
+    held_rows = sum(len(r.next_ids) for r in held)
+    print(f"held-out ({held_rows} rows): loss {loss0:.3f} -> {loss1:.3f}, greedy pick = the trunk's "
+          f"{acc0:.1%} -> {acc1:.1%}; wrote {out}")
+    return 0

@@ -1,0 +1,67 @@
+"""Write a copy of a GGUF file with more tensors and some metadata changed (mtp-train's output).
+
+Every key keeps its GGUF type (read with gguf's GGUFReader) and every original tensor its bytes; new
+tensors are written as F32 (vectors) or quantized with gguf's own quantizer. The copy is written to a
+'.partial' name and renamed into place only when complete.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
+from gguf.constants import GGMLQuantizationType as Q
+from gguf.quants import quantize
+
+from engine.gguf_file import read_gguf
+
+SKIP_KEYS = ("GGUF.", "general.architecture")      # the header's own fields; the writer adds the architecture
+
+
+def _encoded(t: torch.Tensor, qtype: Q) -> tuple[np.ndarray, Q]:
+    a = t.detach().float().cpu().numpy()
+    if a.ndim == 1 or qtype == Q.F32:
+        return a.astype(np.float32), Q.F32
+    return quantize(a, qtype), qtype
+
+
+def write_with(src, out, tensors: dict[str, torch.Tensor], qtype: Q = Q.Q8_0,
+               set_keys: dict[str, tuple[object, GGUFValueType]] | None = None) -> Path:
+    """Copy `src` to `out` adding `tensors` (name -> torch-order tensor) and setting `set_keys`."""
+    src, out = Path(src), Path(out)
+    reader, gf = GGUFReader(src), read_gguf(src)
+    arch = gf.metadata["general.architecture"]
+    set_keys = dict(set_keys or {})
+    tmp = out.with_name(out.name + ".partial")
+    w = GGUFWriter(tmp, arch)
+    try:
+        for key, field in reader.fields.items():
+            if key.startswith(SKIP_KEYS) or key in set_keys:
+                continue
+            main, sub = field.types[0], (field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None)
+            w.add_key_value(key, field.contents(), main, sub)
+        for key, (value, vtype) in set_keys.items():
+            w.add_key_value(key, value, vtype)
+        new = {name: _encoded(t, qtype) for name, t in tensors.items()}
+        plan = [(name, info.torch_shape, info.qtype, info.nbytes) for name, info in gf.tensors.items()]
+        plan += [(name, tuple(tensors[name].shape), q, a.nbytes) for name, (a, q) in new.items()]
+        for name, shape, q, nbytes in plan:
+            w.add_tensor_info(name, tuple(shape), np.dtype(np.float32), nbytes, raw_dtype=q)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        fout = w.fout[0]
+        w.write_padding(fout, fout.tell())
+        for name, _, _, nbytes in plan:
+            data = new[name][0].tobytes() if name in new else gf.raw(name).tobytes()
+            fout.write(data)
+            fout.write(bytes(-nbytes % w.data_alignment))
+        w.close()
+        os.replace(tmp, out)
+    except BaseException:
+        w.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return out

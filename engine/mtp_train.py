@@ -1,0 +1,113 @@
+"""Training an MTP (nextn) layer for a model that has none, by self-distillation (`strata mtp-train`).
+
+The layer is exactly what engine.drafts.MtpDrafter runs: row t joins enorm(embedding of the token at
+t+1) and hnorm(the trunk's last hidden state at t) through eh_proj, runs one decoder block of the
+trunk's own kind (its attention causal over the layer's earlier rows, rope at t), and predicts the
+token at t+2 through shared_head_norm and the trunk's output head. Here it is a float32 torch module
+built from the same engine.layers functions, so the trained weights mean the same thing there.
+
+Targets are the model's own: over sequences the model generated, the trunk's logits at t+1 are the
+distribution of the token at t+2; the layer learns them (cross-entropy to the teacher's top-k
+probabilities, renormalised). Acceptance on held-out rows: how often the layer's greedy pick is the
+trunk's greedy pick, which is what a first proposal needs to be kept under greedy decoding.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.config import ModelConfig
+from engine.errors import ConfigError
+from engine.layers import apply_rope, glu, rms_norm, rope_tables
+
+TRAINABLE_ARCHS = ("llama", "qwen3")
+TOP_K = 32                     # teacher probabilities kept per row
+
+
+@dataclass
+class Rows:
+    """Training rows of one sequence: the trunk's hidden state at t, the token at t+1, and the teacher's
+    top-k distribution of the token at t+2 (ids and probabilities), for t in 0..n-3."""
+    hidden: torch.Tensor       # [n, d] float32
+    next_ids: torch.Tensor     # [n] long
+    top_ids: torch.Tensor      # [n, k] long
+    top_p: torch.Tensor        # [n, k] float32
+
+
+def teacher_rows(tokens: list[int], hidden: torch.Tensor, logits: torch.Tensor, k: int = TOP_K) -> Rows:
+    """Rows from one sequence's trunk outputs (hidden [n, d] before the output norm, logits [n, V])."""
+    n = len(tokens)
+    p, ids = torch.softmax(logits[1:n - 1].float(), dim=-1).topk(k, dim=-1)
+    return Rows(hidden[:n - 2].float().clone(), torch.tensor(tokens[1:n - 1]), ids, p / p.sum(-1, keepdim=True))
+
+
+class NextnLayer(nn.Module):
+    """The nextn layer for a dense llama / qwen3 trunk, trainable; the embedding and head are frozen."""
+
+    def __init__(self, cfg: ModelConfig, embed: torch.Tensor, head: torch.Tensor, init: dict[str, torch.Tensor]):
+        super().__init__()
+        if cfg.arch not in TRAINABLE_ARCHS or cfg.is_moe:
+            raise ConfigError(f"mtp-train trains a nextn layer for dense {' and '.join(TRAINABLE_ARCHS)} models; "
+                              f"this one is {cfg.arch}")
+        self.cfg = cfg
+        self.register_buffer("embed", embed.float(), persistent=False)     # [V, d]
+        self.register_buffer("head", head.float(), persistent=False)       # [V, d]
+        d = cfg.n_embd
+        self.w = nn.ParameterDict({name: nn.Parameter(t.float().clone()) for name, t in init.items()})
+        self.w["eh_proj"] = nn.Parameter(torch.cat((torch.zeros(d, d), torch.eye(d)), dim=1))   # hidden half through
+        for name in ("enorm", "hnorm", "shared_head_norm"):
+            self.w[name] = nn.Parameter(torch.ones(d))
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rope(self, n: int):
+        if self._rope is None or self._rope[0].shape[0] < n:
+            self._rope = rope_tables(self.cfg.rope_base, self.cfg.rope_dim, max(n, 256), "cpu")
+        return self._rope[0][:n], self._rope[1][:n]
+
+    def forward(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
+        """Logits [n, V] of the token at t+2 for rows t = 0..n-1 of one sequence."""
+        c, w, n = self.cfg, self.w, hidden.shape[0]
+        e = self.embed[next_ids] * c.embed_scale
+        x = F.linear(torch.cat((rms_norm(e, w["enorm"], c.norm_eps), rms_norm(hidden, w["hnorm"], c.norm_eps)), -1),
+                     w["eh_proj"])
+        h = rms_norm(x, w["attn_norm"], c.norm_eps)
+        q = F.linear(h, w["attn_q"]).view(n, c.n_heads, c.head_dim)
+        k = F.linear(h, w["attn_k"]).view(n, c.n_kv_heads, c.head_dim)
+        v = F.linear(h, w["attn_v"]).view(n, c.n_kv_heads, c.head_dim)
+        if "attn_q_norm" in w:
+            q, k = rms_norm(q, w["attn_q_norm"], c.norm_eps), rms_norm(k, w["attn_k_norm"], c.norm_eps)
+        cos, sin = self.rope(n)
+        q, k = apply_rope(q, cos, sin, c.rope_neox), apply_rope(k, cos, sin, c.rope_neox)
+        g = c.n_heads // c.n_kv_heads
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        s = torch.einsum("qhd,khd->hqk", q, k) * c.attn_scale
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+        a = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v).reshape(n, -1)
+        x = x + F.linear(a, w["attn_output"])
+        h = rms_norm(x, w["ffn_norm"], c.norm_eps)
+        x = x + F.linear(glu(F.linear(h, w["ffn_gate"]), F.linear(h, w["ffn_up"]), c.gelu), w["ffn_down"])
+        return F.linear(rms_norm(x, w["shared_head_norm"], c.norm_eps), self.head)
+
+    def loss(self, r: Rows) -> tuple[torch.Tensor, float]:
+        """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the teacher's)."""
+        logits = self.forward(r.hidden, r.next_ids)
+        logp = torch.log_softmax(logits, dim=-1)
+        ce = -(r.top_p * logp.gather(-1, r.top_ids)).sum(-1).mean()
+        hit = (logits.argmax(-1) == r.top_ids[:, 0]).float().mean().item()
+        return ce, hit
+
+    def tensors(self, block: int) -> dict[str, torch.Tensor]:
+        """The trained weights by GGUF tensor name (torch order), for block index `block`."""
+        out = {}
+        for name, t in self.w.items():
+            sub = f"nextn.{name}" if name in ("eh_proj", "enorm", "hnorm", "shared_head_norm") else name
+            out[f"blk.{block}.{sub}.weight"] = t.detach().float().contiguous()
+        return out
+
+
+BLOCK_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")

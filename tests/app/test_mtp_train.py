@@ -1,0 +1,80 @@
+"""`strata mtp-train` end to end on a tiny synthetic llama: the file it writes keeps every original tensor
+and key, adds a nextn block the engine loads and drafts with (batch-test IDENTICAL), the engine's drafter
+computes what the trained module computes, and a second run resumes from the checkpoint."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGUFReader
+
+from app.cli import main
+from engine import mtp_trainer
+from engine.gguf_file import read_gguf
+from engine.layers import rms_norm
+from engine.loader import load_model
+from engine.messages import EngineConfig
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from engine.synthetic import make_model
+
+    d = tmp_path_factory.mktemp("mtp_train")
+    src = make_model("llama", "tiny", d / "m.gguf")
+    out = d / "m-mtp.gguf"
+    args = ["mtp-train", "--model", str(src), "--out", str(out), "--tokens", "160", "--seq-tokens", "40",
+            "--qtype", "F32"]
+    assert main(args + ["--steps", "4"]) == 0
+    first = torch.load(out.with_name(out.name + ".ckpt"), weights_only=True)
+    assert main(args + ["--steps", "7"]) == 0           # resumes: the same text, three more steps
+    return src, out, first
+
+
+def test_the_file_is_the_model_plus_a_nextn_block(trained):
+    src, out, _ = trained
+    a, b = read_gguf(src), read_gguf(out)
+    assert all(np.array_equal(a.raw(n), b.raw(n)) for n in a.tensors)
+    added = set(b.tensors) - set(a.tensors)
+    assert "blk.6.nextn.eh_proj.weight" in added and "blk.6.attn_q.weight" in added and "blk.6.ffn_down.weight" in added
+    assert not any("embed_tokens" in n or "shared_head_head" in n for n in added)     # shares the model's
+    assert b.metadata["llama.block_count"] == 7 and b.metadata["llama.nextn_predict_layers"] == 1
+    same = lambda x, y: np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y  # noqa: E731
+    assert all(same(v, b.metadata[k]) for k, v in a.metadata.items() if k != "llama.block_count")
+    assert len(GGUFReader(out).tensors) == len(b.tensors)                  # gguf's own reader agrees
+
+
+def test_a_second_run_resumed_from_the_checkpoint(trained):
+    _, out, first = trained
+    last = torch.load(out.with_name(out.name + ".ckpt"), weights_only=True)
+    assert first["step"] == 4 and last["step"] == 7
+    assert not torch.equal(first["layer"]["eh_proj"], last["layer"]["eh_proj"])
+
+
+def test_the_engine_drafter_computes_what_was_trained(trained):
+    src, out, _ = trained
+    m = load_model(EngineConfig(model=str(out), dtype="float32", ctx=256, draft="mtp", spec=2))
+    try:
+        layer = mtp_trainer.new_layer(load_model(EngineConfig(model=str(src), dtype="float32", ctx=256)))
+        layer.w.load_state_dict(torch.load(out.with_name(out.name + ".ckpt"), weights_only=True)["layer"])
+        tokens = m.tokenizer.encode("The quick brown fox jumps over the lazy dog by the river bank")
+        hidden, _ = m.pipeline.score_hidden(tokens)
+        n = len(tokens) - 1
+        with torch.no_grad():
+            want = layer(hidden[:n], torch.tensor(tokens[1:]))
+            g = m.drafter._rows(hidden[:n], tokens[1:], [0] * n, list(range(n)))
+            got = m.drafter.head.linear(rms_norm(g, m.drafter.w.head_norm, m.cfg.norm_eps)).float()
+        assert (got - want).abs().max().item() < 1e-4
+        assert torch.equal(got.argmax(-1), want.argmax(-1))
+    finally:
+        m.pipeline.close()
+
+
+def test_drafting_with_the_trained_layer_is_exact(trained, capsys):
+    _, out, _ = trained
+    rc = main(["batch-test", "--model", str(out), "--devices", "cpu,cpu", "--parallel", "4", "--batch-groups", "2",
+               "--piped-mtp", "2", "--max-tokens", "16"])
+    text = capsys.readouterr().out
+    assert rc == 0 and text.count("IDENTICAL") == 4, text
