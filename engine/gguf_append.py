@@ -7,17 +7,36 @@ tensors are written as F32 (vectors) or quantized with gguf's own quantizer. The
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-import torch
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from gguf.constants import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
 from engine.gguf_file import read_gguf
 
+if TYPE_CHECKING:
+    import torch
+
 SKIP_KEYS = ("GGUF.", "general.architecture")      # the header's own fields; the writer adds the architecture
+
+
+@contextmanager
+def partial_writer(out: Path, arch: str) -> Iterator[GGUFWriter]:
+    """A GGUFWriter on OUT.partial, renamed to OUT when the block completes (removed if it fails)."""
+    tmp = out.with_name(out.name + ".partial")
+    w = GGUFWriter(tmp, arch)
+    try:
+        yield w
+        w.close()
+        os.replace(tmp, out)
+    except BaseException:
+        w.close()
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _encoded(t: torch.Tensor, qtype: Q) -> tuple[np.ndarray, Q]:
@@ -34,9 +53,7 @@ def write_with(src, out, tensors: dict[str, torch.Tensor], qtype: Q = Q.Q8_0,
     reader, gf = GGUFReader(src), read_gguf(src)
     arch = gf.metadata["general.architecture"]
     set_keys = dict(set_keys or {})
-    tmp = out.with_name(out.name + ".partial")
-    w = GGUFWriter(tmp, arch)
-    try:
+    with partial_writer(out, arch) as w:
         for key, field in reader.fields.items():
             if key.startswith(SKIP_KEYS) or key in set_keys:
                 continue
@@ -58,10 +75,4 @@ def write_with(src, out, tensors: dict[str, torch.Tensor], qtype: Q = Q.Q8_0,
             data = new[name][0].tobytes() if name in new else gf.raw(name).tobytes()
             fout.write(data)
             fout.write(bytes(-nbytes % w.data_alignment))
-        w.close()
-        os.replace(tmp, out)
-    except BaseException:
-        w.close()
-        tmp.unlink(missing_ok=True)
-        raise
     return out

@@ -20,6 +20,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as Q, GGUFValu
 from gguf.quants import dequantize
 
 from engine.errors import ConfigError
+from engine.gguf_append import partial_writer
 from engine.gguf_file import read_gguf
 from engine.model_files import default_model_path
 from engine.synthetic_iq import FALLBACK as _IQ_FALLBACK, FILE_TYPE as _IQ_FILE_TYPE, FILL as _IQ_FILL, MIX
@@ -256,9 +257,7 @@ def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int =
             for spec in layout(arch, s, mtp, mtp_own_head)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")  # renamed into place only when complete
-    w = GGUFWriter(tmp, arch)
-    try:
+    with partial_writer(out, arch) as w:              # renamed into place only when complete
         _add_metadata(w, arch, shape_name, s, mtp, q, seed)
         for spec, tq in plan:
             w.add_tensor_info(spec.name, tuple(reversed(spec.shape)), np.dtype(np.float32),
@@ -267,10 +266,4 @@ def make_model(arch: str, shape: str | Shape, out: str | os.PathLike, mtp: int =
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
         _write_tensors(w, plan, seed, progress)
-        w.close()
-        os.replace(tmp, out)
-    except BaseException:
-        w.close()
-        tmp.unlink(missing_ok=True)
-        raise
     return out

@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFWriter
 from gguf.quants import quantize
 
+from engine.gguf_append import partial_writer
 from engine.synthetic import _add_metadata, _resolve
 from engine.synthetic_shapes import check, layout
 
@@ -56,16 +56,15 @@ def write_designed_model(out, arch: str, name: str, s, mtp: int, q, seed: int, s
     shape); norms, routers and vectors are stored as F32, matrices quantized to q."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    w = GGUFWriter(out, arch)
-    _add_metadata(w, arch, name, s, mtp, q, seed)
-    for sp in specs:
-        data = weights(sp)
-        if sp.role in ("norm", "router", "conv") or data.ndim == 1 or q.name == "F32":
-            w.add_tensor(sp.name, data.astype(np.float32))
-        else:
-            w.add_tensor(sp.name, quantize(data, q), raw_dtype=q)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    with partial_writer(out, arch) as w:
+        _add_metadata(w, arch, name, s, mtp, q, seed)
+        for sp in specs:
+            data = weights(sp)
+            if sp.role in ("norm", "router", "conv") or data.ndim == 1 or q.name == "F32":
+                w.add_tensor(sp.name, data.astype(np.float32))
+            else:
+                w.add_tensor(sp.name, quantize(data, q), raw_dtype=q)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
     return out

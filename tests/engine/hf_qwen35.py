@@ -13,26 +13,20 @@ more full-attention decoder layer.
 from __future__ import annotations
 
 import torch
-from gguf.quants import dequantize
+import transformers
 
-from engine.gguf_file import read_gguf
+from tests.engine.hf_gguf import BLOCK_NAMES, block_tensors, build, file_tensors, gate_up_experts
 
-_NAMES = {"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.weight": "post_attention_layernorm.weight",
-          "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-          "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
-          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
-          "attn_qkv.weight": "linear_attn.in_proj_qkv.weight", "attn_gate.weight": "linear_attn.in_proj_z.weight",
-          "ssm_beta.weight": "linear_attn.in_proj_b.weight", "ssm_alpha.weight": "linear_attn.in_proj_a.weight",
-          "ssm_in.weight": "linear_attn.in_proj_qkvz.weight", "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
-          "ssm_conv1d.weight": "linear_attn.conv1d.weight", "ssm_dt.bias": "linear_attn.dt_bias",
-          "ssm_a": "linear_attn.A_log", "ssm_norm.weight": "linear_attn.norm.weight",
-          "ssm_out.weight": "linear_attn.out_proj.weight",
-          "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-          "ffn_down.weight": "mlp.down_proj.weight", "ffn_gate_inp.weight": "mlp.gate.weight",
-          "ffn_down_exps.weight": "mlp.experts.down_proj", "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
-          "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
-          "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
-          "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight"}
+NAMES = {**BLOCK_NAMES,
+         "attn_qkv.weight": "linear_attn.in_proj_qkv.weight", "attn_gate.weight": "linear_attn.in_proj_z.weight",
+         "ssm_beta.weight": "linear_attn.in_proj_b.weight", "ssm_alpha.weight": "linear_attn.in_proj_a.weight",
+         "ssm_in.weight": "linear_attn.in_proj_qkvz.weight", "ssm_ba.weight": "linear_attn.in_proj_ba.weight",
+         "ssm_conv1d.weight": "linear_attn.conv1d.weight", "ssm_dt.bias": "linear_attn.dt_bias",
+         "ssm_a": "linear_attn.A_log", "ssm_norm.weight": "linear_attn.norm.weight",
+         "ssm_out.weight": "linear_attn.out_proj.weight", "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+         "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+         "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+         "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight"}
 _ZERO_CENTRED = ("attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight")
 
 
@@ -44,13 +38,9 @@ def _grouped(t: torch.Tensor, dim: int, nk: int, nv: int, width: int) -> torch.T
 
 
 def load_qwen35(path):
-    import transformers
-
-    gf = read_gguf(path)
-    arch = gf.metadata["general.architecture"]
-    m = lambda k, d=None: gf.metadata.get(f"{arch}.{k}", d)  # noqa: E731
-    w = {n: torch.from_numpy(dequantize(gf.raw(n), t.qtype).reshape(t.torch_shape)).float()
-         for n, t in gf.tensors.items()}
+    meta, w = file_tensors(path)
+    arch = meta["general.architecture"]
+    m = lambda k, d=None: meta.get(f"{arch}.{k}", d)  # noqa: E731
     n_trunk, hd = int(m("block_count")) - int(m("nextn_predict_layers", 0)), int(m("attention.key_length"))
     nk, nv, lhd = int(m("ssm.group_count")), int(m("ssm.time_step_rank")), int(m("ssm.state_size"))
     interval = int(m("full_attention_interval"))
@@ -86,11 +76,7 @@ def load_qwen35(path):
           "lm_head.weight": w.get("output.weight", w["token_embd.weight"])}
     kd, tiled = nk * lhd, arch != "qwen3next"
     grouped = _grouped if tiled else (lambda t, *_: t)  # noqa: E731
-    for name, t in w.items():
-        parts = name.split(".")
-        if parts[0] != "blk" or parts[2] == "nextn":
-            continue
-        i, rest = int(parts[1]), ".".join(parts[2:])
+    for i, rest, t in block_tensors(w):
         if rest in _ZERO_CENTRED:
             t = t - 1
         elif rest in ("attn_qkv.weight", "ssm_conv1d.weight"):
@@ -107,12 +93,7 @@ def load_qwen35(path):
             t = grouped(t, 1, nk, nv, lhd)
         elif rest == "ffn_gate_inp_shexp.weight":
             t = t.reshape(1, -1)
-        if rest in _NAMES:
-            sd[f"model.layers.{i}.{_NAMES[rest]}"] = t
-        if rest == "ffn_gate_exps.weight":
-            sd[f"model.layers.{i}.mlp.experts.gate_up_proj"] = torch.cat((t, w[f"blk.{i}.ffn_up_exps.weight"]), dim=1)
-    with torch.device("meta"):
-        model = model_class(cfg)
-    model.load_state_dict(sd, strict=True, assign=True)
-    model.model.rotary_emb = type(model.model.rotary_emb)(cfg)    # its inv_freq buffers were made on meta
-    return model.float().eval()
+        if rest in NAMES:
+            sd[f"model.layers.{i}.{NAMES[rest]}"] = t
+    gate_up_experts(w, sd, cfg.num_hidden_layers)
+    return build(model_class, cfg, sd)
