@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -113,7 +114,8 @@ def compare(eng, cfg, args: argparse.Namespace) -> int:
     together = run_together(eng, requests(cfg.parallel, sp, "b"))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)
     print(f"# layout: stages [{stages}], {eff.parallel} slots in groups {eff.groups}, draft {eff.draft} "
-          f"spec {eff.spec} piped-mtp {eff.piped_mtp}{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, "
+          f"spec {eff.spec} piped-mtp {eff.piped_mtp}{' (MTP layer ' + Path(eff.mtp_file).name + ')' if eff.mtp_file else ''}"
+          f"{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, "
           f"T={args.temperature} seed={args.seed}")
     for note in eff.fallbacks:
         print(f"# note: {note}")

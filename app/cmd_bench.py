@@ -11,6 +11,7 @@ import json
 import statistics
 import threading
 import time
+from pathlib import Path
 
 import msgspec
 import psutil
@@ -99,12 +100,14 @@ def run(args: argparse.Namespace) -> int:
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
               "decode_kernel": eff.decode_kernel, "weights": eff.weights,
               "load_rss_mib": round(load_rss / 2**20, 1), "file_mib": round(eng.ready.model.file_bytes / 2**20, 1),
-              "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks}
+              "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks,
+              "mtp_file": eff.mtp_file}
     if args.json:
         print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {})}))
         return 0
     print(f"# {layout['model']}: stages {layout['stages']}, groups {layout['groups']}, draft {layout['draft']} "
-          f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}, {layout['dtype']}"
+          f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}"
+          f"{' (MTP layer ' + Path(eff.mtp_file).name + ')' if eff.mtp_file else ''}, {layout['dtype']}"
           f"{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, load {layout['load_s']} s")
     print(f"# memory: resident +{layout['load_rss_mib']} MiB at load (weights, KV cache, graphs) for a "
           f"{layout['file_mib']} MiB file; {eff.weights or 'quantized'}")

@@ -9,7 +9,8 @@
    share of rows whose greedy pick is the trunk's; a tenth of the sequences is held out for that figure.
    OUT.ckpt is written every 50 steps: run the same command again to resume (--fresh starts over).
 4. OUT is the model's file (every tensor and key as it was) plus the layer as block n_layers, quantized
-   (--qtype Q8_0) and reusing the model's own embedding and output head.
+   (--qtype Q8_0) and reusing the model's own embedding and output head; with --sidecar, the layer
+   alone: named MODEL.mtp.gguf beside the model, the engine reads it with the model when drafts are on.
 """
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qtype", choices=("Q8_0", "F32"), default="Q8_0")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (writing the text and training)")
     p.add_argument("--fresh", action="store_true", help="ignore OUT.data.pt and OUT.ckpt from an earlier run")
+    p.add_argument("--sidecar", action="store_true",
+                   help="write the layer alone (OUT should be MODEL.mtp.gguf beside the model: the engine then "
+                        "gives the model this layer when drafts are on)")
 
 
 def model_text(model: str, device: str, tokens: int, seq_tokens: int) -> list[list[int]]:
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         loss1, acc1 = mtp_trainer.held_out(layer, held)
         from gguf.constants import GGMLQuantizationType as Q
-        mtp_trainer.export(model, layer, out, Q[args.qtype])
+        mtp_trainer.export(model, layer, out, Q[args.qtype], args.sidecar)
     finally:
         model.pipeline.close()
     held_rows = sum(len(r.next_ids) for r in held)

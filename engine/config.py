@@ -229,7 +229,7 @@ def model_config(gf: GGUFFile) -> ModelConfig:
 
 
 def _hybrid(gf: GGUFFile, cfg: ModelConfig, kint) -> None:
-    """qwen35 / qwen35moe: which blocks are gated delta nets, and their sizes (llama.cpp's keys)."""
+    """qwen35 / qwen35moe / qwen3next: which blocks are gated delta nets, and their sizes (llama.cpp's keys)."""
     interval = kint("full_attention_interval", 4, lo=1, hi=MAX_LAYERS)
     cfg.recurrent = [(i + 1) % interval != 0 for i in range(cfg.n_layers)]
     cfg.attn_gate = cfg.qk_norm = cfg.mtp_post_norm = True

@@ -1,4 +1,5 @@
-"""Write a copy of a GGUF file with more tensors and some metadata changed (mtp-train's output).
+"""Write a copy of a GGUF file with more tensors and some metadata changed, or a file of a few tensors
+(mtp-train's outputs).
 
 Every key keeps its GGUF type (read with gguf's GGUFReader) and every original tensor its bytes; new
 tensors are written as F32 (vectors) or quantized with gguf's own quantizer. The copy is written to a
@@ -75,4 +76,20 @@ def write_with(src, out, tensors: dict[str, torch.Tensor], qtype: Q = Q.Q8_0,
             data = new[name][0].tobytes() if name in new else gf.raw(name).tobytes()
             fout.write(data)
             fout.write(bytes(-nbytes % w.data_alignment))
+    return out
+
+
+def write_tensors(out, arch: str, tensors: dict[str, torch.Tensor], qtype: Q = Q.Q8_0,
+                  keys: dict[str, tuple[object, GGUFValueType]] | None = None) -> Path:
+    """A GGUF holding only `tensors` and `keys` (an MTP layer file beside its model)."""
+    out = Path(out)
+    with partial_writer(out, arch) as w:
+        for key, (value, vtype) in (keys or {}).items():
+            w.add_key_value(key, value, vtype)
+        for name, t in tensors.items():
+            a, q = _encoded(t, qtype)
+            w.add_tensor(name, a, raw_dtype=None if q == Q.F32 else q)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
     return out

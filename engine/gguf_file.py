@@ -57,15 +57,30 @@ class GGUFFile:
     tensors: dict[str, TensorInfo]
     data_offset: int
     _map: mmap.mmap | None = field(default=None, repr=False)
+    _attached: dict[str, "GGUFFile"] = field(default_factory=dict, repr=False)   # tensor -> the file holding it
+    sidecar: Path | None = None
 
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as a read-only uint8 view of the map (no copy)."""
+        if name in self._attached:
+            return self._attached[name].raw(name)
         info = self.tensors[name]
         return np.frombuffer(self._map, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+
+    def attach(self, side: "GGUFFile", keys: tuple[str, ...]) -> None:
+        """Read `side`'s tensors as this file's (an MTP layer trained for this model, kept in its own
+        file), with `side`'s values of `keys` (its block and nextn layer counts)."""
+        for name, info in side.tensors.items():
+            self.tensors[name] = info
+            self._attached[name] = side
+        self.metadata.update({k: side.metadata[k] for k in keys})
+        self.sidecar = side.path
 
     def release(self, name: str) -> None:
         """Tell the OS the tensor's mapped pages are not needed now (a CPU stage made its own form of
         it): they leave the process's resident memory and are read from the file again if touched."""
+        if name in self._attached:
+            return self._attached[name].release(name)
         info = self.tensors[name]
         page = mmap.PAGESIZE
         start = -(-info.offset // page) * page

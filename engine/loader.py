@@ -17,7 +17,7 @@ from engine.drafts import DraftPlan, MtpDrafter
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
-from engine.model_files import resolve_model
+from engine.model_files import MTP_BASE_BYTES, mtp_sidecar, resolve_model
 from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
@@ -167,6 +167,22 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     return starts
 
 
+def _attach_mtp(gf: GGUFFile, cfg: ModelConfig, notes: list[str]) -> bool:
+    """Give a model without an MTP layer the one trained for it (engine.model_files.mtp_sidecar), if
+    there is one and it was trained for exactly this file (gf.sidecar then names it); else a note why not."""
+    side_path = mtp_sidecar(Path(gf.path))
+    if side_path is None:
+        return False
+    side, a = read_gguf(side_path), cfg.arch
+    made_for = (side.get("general.architecture"), side.get(f"{a}.embedding_length"), side.get(f"{a}.block_count"),
+                side.get(MTP_BASE_BYTES))
+    if made_for != (a, cfg.n_embd, cfg.n_layers + 1, Path(gf.path).stat().st_size):
+        notes.append(f"{side_path.name} not used: it was trained for another model")
+        return False
+    gf.attach(side, (f"{a}.block_count", f"{a}.nextn_predict_layers"))
+    return True
+
+
 def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -174,6 +190,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     progress(0.0, f"reading {Path(path).name}")
     gf = read_gguf(path)
     cfg = model_config(gf)
+    if cfg.n_mtp == 0 and config.draft in ("mtp", "both") and _attach_mtp(gf, cfg, notes):
+        cfg = model_config(gf)
     check_quant_types(gf)
     check_tensor_shapes(gf, cfg)
     tokens = gf.get("tokenizer.ggml.tokens")
@@ -244,5 +262,6 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
                 for s in stages],
         parallel=config.parallel, groups=groups.groups, ctx=ctx, dtype=str(dtype).replace("torch.", ""),
         draft=config.draft, spec=plan.spec, spec_min_p=plan.min_p, piped_mtp=plan.piped, mtp_layers=cfg.n_mtp,
+        mtp_file=str(gf.sidecar or ""),
         decode_kernel=decode_kernel, weights=weights_mode(devices, dtype), fallbacks=notes)
     return LoadedModel(gf, cfg, tok, pipeline, drafter, plan, groups.groups, eff, info, time.perf_counter() - t0)

@@ -58,6 +58,7 @@ class EffectiveConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     spec_min_p: float
     piped_mtp: int
     mtp_layers: int = 0
+    mtp_file: str = ""                     # where the MTP layer came from when not the model's own file
     decode_kernel: str = ""                # the GPU stages' decode-row matmul ("" without a GPU stage)
     weights: str = ""                      # what the stages keep of each matrix (CPU fast / reference mode)
     fallbacks: list[str] = []              # one line per fallback, saying why

@@ -10,6 +10,19 @@ import platformdirs
 from engine.errors import ModelFileError
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MTP_SUFFIX = ".mtp.gguf"        # an MTP layer trained for a model (strata mtp-train --sidecar), beside it
+SHIPPED_MTP = Path(__file__).parent / "mtp"     # MTP layers shipped with the app for its bundled models
+MTP_BASE_BYTES = "strata.mtp.base_file_bytes"   # a sidecar's key: the size of the file it was trained for
+
+
+def mtp_sidecar(model: Path) -> Path | None:
+    """The MTP layer file for a model without one: MODEL.mtp.gguf beside it, else one shipped with the
+    app under the model's file name; None where there is neither."""
+    for p in (model.with_name(model.name.removesuffix(".gguf") + MTP_SUFFIX),
+              SHIPPED_MTP / (model.name.removesuffix(".gguf") + MTP_SUFFIX)):
+        if p.is_file():
+            return p
+    return None
 
 
 def package_dir(name: str) -> Path | None:

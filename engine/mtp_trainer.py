@@ -11,8 +11,9 @@ import torch
 from gguf import GGUFValueType
 from gguf.constants import GGMLQuantizationType as Q
 
-from engine.gguf_append import write_with
+from engine.gguf_append import write_tensors, write_with
 from engine.loader import LoadedModel
+from engine.model_files import MTP_BASE_BYTES
 from engine.mtp_train import BLOCK_TENSORS, NextnLayer, Rows, teacher_rows
 from engine.quant import QuantTensor
 
@@ -88,9 +89,16 @@ def train(layer: NextnLayer, train_rows: list[Rows], steps: int, lr: float, ckpt
             torch.save({"step": step + 1, "layer": layer.w.state_dict(), "opt": opt.state_dict()}, ckpt)
 
 
-def export(model: LoadedModel, layer: NextnLayer, out: Path, qtype: Q = Q.Q8_0) -> Path:
-    """The model's file plus the trained layer as block n_layers, with block_count and nextn_predict_layers."""
+def export(model: LoadedModel, layer: NextnLayer, out: Path, qtype: Q = Q.Q8_0, sidecar: bool = False) -> Path:
+    """The model's file plus the trained layer as block n_layers, with block_count and nextn_predict_layers;
+    or (sidecar) the layer alone with those keys and the size of the file it was trained for, to be read
+    beside that file (engine.model_files.mtp_sidecar)."""
     cfg, arch = model.cfg, model.cfg.arch
     keys = {f"{arch}.block_count": (cfg.n_layers + 1, GGUFValueType.UINT32),
             f"{arch}.nextn_predict_layers": (1, GGUFValueType.UINT32)}
-    return write_with(model.gf.path, out, layer.tensors(cfg.n_layers), qtype, keys)
+    if not sidecar:
+        return write_with(model.gf.path, out, layer.tensors(cfg.n_layers), qtype, keys)
+    keys |= {f"{arch}.embedding_length": (cfg.n_embd, GGUFValueType.UINT32),
+             MTP_BASE_BYTES: (Path(model.gf.path).stat().st_size, GGUFValueType.UINT64),
+             "general.name": (f"MTP layer for {Path(model.gf.path).name}", GGUFValueType.STRING)}
+    return write_tensors(out, arch, layer.tensors(cfg.n_layers), qtype, keys)

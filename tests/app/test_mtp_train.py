@@ -78,3 +78,37 @@ def test_drafting_with_the_trained_layer_is_exact(trained, capsys):
                "--piped-mtp", "2", "--max-tokens", "16"])
     text = capsys.readouterr().out
     assert rc == 0 and text.count("IDENTICAL") == 4, text
+
+
+def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
+    """--sidecar writes the layer alone as MODEL.mtp.gguf; loading MODEL with drafts on gives it that
+    layer (a note says so), without drafts or beside another model it is left alone."""
+    import shutil
+
+    from engine.synthetic import make_model
+
+    src = make_model("llama", "tiny", tmp_path / "m.gguf")
+    side = tmp_path / "m.mtp.gguf"
+    assert main(["mtp-train", "--model", str(src), "--out", str(side), "--tokens", "80", "--seq-tokens", "40",
+                 "--steps", "2", "--sidecar"]) == 0
+    assert side.stat().st_size < src.stat().st_size / 4 and "token_embd.weight" not in read_gguf(side).tensors
+    m = load_model(EngineConfig(model=str(src), ctx=128, draft="mtp", spec=3))
+    try:
+        assert m.drafter is not None and m.info.mtp_layers == 1
+        assert m.effective.mtp_file == str(side)
+    finally:
+        m.pipeline.close()
+    m = load_model(EngineConfig(model=str(src), ctx=128, draft="lookup"))
+    assert m.drafter is None and m.info.mtp_layers == 0
+    m.pipeline.close()
+    rc = main(["batch-test", "--model", str(src), "--devices", "cpu,cpu", "--parallel", "2", "--batch-groups", "2",
+               "--piped-mtp", "2", "--max-tokens", "12"])
+    text = capsys.readouterr().out
+    assert rc == 0 and text.count("IDENTICAL") == 2 and "(drafts 0/0)" not in text, text
+    other = make_model("llama", "tiny", tmp_path / "o.gguf", seed=1, qtype="Q4_0")    # another file
+    shutil.copy(side, tmp_path / "o.mtp.gguf")
+    m = load_model(EngineConfig(model=str(other), ctx=128, draft="mtp", spec=3))
+    try:
+        assert m.drafter is None and any("not used" in n for n in m.effective.fallbacks)
+    finally:
+        m.pipeline.close()
