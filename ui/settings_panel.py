@@ -3,6 +3,7 @@ the engine with a progress bar, then shows the effective configuration and every
 from __future__ import annotations
 
 import html
+import os
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar,
@@ -28,7 +29,9 @@ def effective_html(ready: Ready) -> str:
     rows.append(("Slots / groups", f"{c.parallel} slots in {len(c.groups)} group(s): "
                  + "; ".join(f"G{i} = slots {', '.join(map(str, g))}" for i, g in enumerate(c.groups))))
     rows.append(("Drafts", f"{c.draft}, window {c.spec} (current + up to {c.spec - 1} proposals), "
-                           f"spec-min-p {c.spec_min_p:g}, piped MTP depth {c.piped_mtp}"))
+                           f"spec-min-p {c.spec_min_p:g}, piped MTP depth {c.piped_mtp}"
+                           + (f" · MTP layer from {os.path.basename(c.mtp_file)} (trained for this model)"
+                              if c.mtp_file else "")))
     rows.append(("Context", f"{c.ctx:,} tokens per slot (model trained for {m.context_length:,})"))
     rows.append(("Precision", c.dtype + (f" · decode rows on the {c.decode_kernel} kernel" if c.decode_kernel else "")))
     if c.weights:

@@ -81,8 +81,8 @@ def test_drafting_with_the_trained_layer_is_exact(trained, capsys):
 
 
 def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
-    """--sidecar writes the layer alone as MODEL.mtp.gguf; loading MODEL with drafts on gives it that
-    layer (a note says so), without drafts or beside another model it is left alone."""
+    """--sidecar writes the layer alone as MODEL.mtp.gguf; loading MODEL with MTP drafts on gives it that
+    layer (the effective configuration names it); without them, or beside another model, it is left alone."""
     import shutil
 
     from engine.synthetic import make_model
@@ -98,9 +98,10 @@ def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
         assert m.effective.mtp_file == str(side)
     finally:
         m.pipeline.close()
-    m = load_model(EngineConfig(model=str(src), ctx=128, draft="lookup"))
-    assert m.drafter is None and m.info.mtp_layers == 0
-    m.pipeline.close()
+    for off in (dict(draft="lookup", spec=3), dict(draft="mtp", spec=1)):      # no MTP drafts: no layer to run
+        m = load_model(EngineConfig(model=str(src), ctx=128, **off))
+        assert m.drafter is None and m.info.mtp_layers == 0
+        m.pipeline.close()
     rc = main(["batch-test", "--model", str(src), "--devices", "cpu,cpu", "--parallel", "2", "--batch-groups", "2",
                "--piped-mtp", "2", "--max-tokens", "12"])
     text = capsys.readouterr().out
