@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if model.cfg.n_mtp:
             raise ConfigError(f"{Path(model.gf.path).name} already has {model.cfg.n_mtp} MTP layer(s)")
-        layer = mtp_trainer.new_layer(model)
+        layer = mtp_trainer.new_layer(model).to(args.device)
         if data.exists():
             seqs = torch.load(data, weights_only=True)["sequences"]
             print(f"mtp-train: {len(seqs)} sequences from {data}", file=sys.stderr)
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         held, train_rows = rows[:n_held], rows[n_held:]
         loss0, acc0 = mtp_trainer.held_out(layer, held)
         bar = tqdm(total=args.steps, desc="training", unit="step", file=sys.stderr)
-        bar.update(int(torch.load(ckpt, weights_only=True)["step"]) if ckpt.exists() else 0)
+        bar.update(int(torch.load(ckpt, weights_only=True, map_location="cpu")["step"]) if ckpt.exists() else 0)
 
         def step(s: int, loss: float, acc: float) -> None:
             bar.update(1)

@@ -64,8 +64,8 @@ class NextnLayer(nn.Module):
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def rope(self, n: int):
-        if self._rope is None or self._rope[0].shape[0] < n:
-            self._rope = rope_tables(self.cfg.rope_base, self.cfg.rope_dim, max(n, 256), "cpu")
+        if self._rope is None or self._rope[0].shape[0] < n or self._rope[0].device != self.embed.device:
+            self._rope = rope_tables(self.cfg.rope_base, self.cfg.rope_dim, max(n, 256), self.embed.device)
         return self._rope[0][:n], self._rope[1][:n]
 
     def forward(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
@@ -85,7 +85,7 @@ class NextnLayer(nn.Module):
         g = c.n_heads // c.n_kv_heads
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
         s = torch.einsum("qhd,khd->hqk", q, k) * c.attn_scale
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), -math.inf)
         a = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v).reshape(n, -1)
         x = x + F.linear(a, w["attn_output"])
         h = rms_norm(x, w["ffn_norm"], c.norm_eps)
@@ -94,10 +94,12 @@ class NextnLayer(nn.Module):
 
     def loss(self, r: Rows) -> tuple[torch.Tensor, float]:
         """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the teacher's)."""
-        logits = self.forward(r.hidden, r.next_ids)
+        dev = self.embed.device                   # rows live on the CPU; the layer where it trains
+        top_ids, top_p = r.top_ids.to(dev), r.top_p.to(dev)
+        logits = self.forward(r.hidden.to(dev), r.next_ids.to(dev))
         logp = torch.log_softmax(logits, dim=-1)
-        ce = -(r.top_p * logp.gather(-1, r.top_ids)).sum(-1).mean()
-        hit = (logits.argmax(-1) == r.top_ids[:, 0]).float().mean().item()
+        ce = -(top_p * logp.gather(-1, top_ids)).sum(-1).mean()
+        hit = (logits.argmax(-1) == top_ids[:, 0]).float().mean().item()
         return ce, hit
 
     def tensors(self, block: int) -> dict[str, torch.Tensor]:

@@ -69,7 +69,7 @@ def train(layer: NextnLayer, train_rows: list[Rows], steps: int, lr: float, ckpt
     opt = torch.optim.AdamW(layer.w.parameters(), lr=lr, weight_decay=0.0)
     start = 0
     if ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)
+        state = torch.load(ckpt, weights_only=True, map_location="cpu")
         layer.w.load_state_dict(state["layer"])
         opt.load_state_dict(state["opt"])
         start = int(state["step"])

@@ -9,7 +9,8 @@ from gguf.quants import dequantize
 from engine.gguf_file import read_gguf
 
 # GGUF block tensor (after "blk.N.") -> transformers' parameter (after "model.layers.N.")
-BLOCK_NAMES = {"attn_norm.weight": "input_layernorm.weight", "post_attention_norm.weight": "post_attention_layernorm.weight",
+BLOCK_NAMES = {"attn_norm.weight": "input_layernorm.weight",
+               "post_attention_norm.weight": "post_attention_layernorm.weight",
                "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
                "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
                "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
