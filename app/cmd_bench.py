@@ -54,9 +54,11 @@ def run_level(eng, n: int, args, tag: str) -> dict:
                        prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}")))
             for i in range(n)]
     tel: list[Telemetry] = []
+    base = eng.latest_telemetry
     t0 = time.monotonic()
     out = run_together(eng, reqs, tel.append)
     wall = time.monotonic() - t0
+    by_pos = _accepted_by_pos(eng, base)
     dones = [o.done for o in out.values()]
     gen = sum(d.completion_tokens for d in dones)
     decode_rates = [(d.completion_tokens - 1) / d.decode_s for d in dones if d.decode_s > 0]
@@ -82,7 +84,24 @@ def run_level(eng, n: int, args, tag: str) -> dict:
         "tokens_per_window": round(gen / windows, 3) if windows else None,
         "mean_acceptance_length": round(1 + accepted / windows, 3) if windows and offered else None,
         "stage_busy_pct": busy,
+        "accepted_by_pos": by_pos,
     }
+
+
+def _accepted_by_pos(eng, base: Telemetry | None) -> str:
+    """'accepted/offered' at each draft position (first proposal first) over this level, from the
+    engine's counters before it and after its last window (telemetry comes at 10 Hz: wait for one)."""
+    t_end = time.monotonic() + 0.5
+    while time.monotonic() < t_end and (eng.latest_telemetry is base or eng.latest_telemetry.t < t_end - 0.35):
+        time.sleep(0.02)
+    end = eng.latest_telemetry
+    if end is None or not end.drafts_offered_by_pos:
+        return ""
+    zero = [0] * len(end.drafts_offered_by_pos)
+    o0 = (list(base.drafts_offered_by_pos) if base else []) + zero
+    a0 = (list(base.drafts_accepted_by_pos) if base else []) + zero
+    return " ".join(f"{a - a0[i]}/{o - o0[i]}" for i, (a, o) in
+                    enumerate(zip(end.drafts_accepted_by_pos, end.drafts_offered_by_pos)) if o - o0[i])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     for note in eff.fallbacks:
         print(f"# note: {note}")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
-            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "stage_busy_pct"]
+            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "stage_busy_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:

@@ -22,8 +22,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
         from engine.kernels.fused import rms_norm as fused_rms_norm
 
         return fused_rms_norm(x, w, eps)
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)     # x * rsqrt(mean(x^2) + eps) * w, in one call
 
 
 def rope_tables(base: float, rope_dim: int, n_pos: int, device) -> tuple[torch.Tensor, torch.Tensor]:
