@@ -5,8 +5,9 @@
 1. The model writes its training text: it continues the bundled prompts (app/mtp_prompts.py: chat,
    code, prose), sampled, until --tokens tokens (kept in OUT.data.pt).
 2. One trunk pass per sequence gives its hidden states and its distribution of every next token.
-3. The layer (engine/mtp_train.py) learns those distributions; a progress bar shows the loss and the
-   share of rows whose greedy pick is the trunk's; a tenth of the sequences is held out for that figure.
+3. The layer (engine/mtp_train.py) learns those distributions, for its first proposal and for the next
+   one it chains on its own output; a progress bar shows the loss and the share of rows whose greedy pick
+   is the trunk's; a tenth of the sequences is held out for that figure (first and second proposal).
    OUT.ckpt is written every 50 steps: run the same command again to resume (--fresh starts over).
 4. OUT is the model's file (every tensor and key as it was) plus the layer as block n_layers, quantized
    (--qtype Q8_0) and reusing the model's own embedding and output head; with --sidecar, the layer
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         rows = mtp_trainer.collect(model, seqs, lambda: bar.update(1))
         bar.close()
         held, train_rows = rows[:n_held], rows[n_held:]
-        loss0, acc0 = mtp_trainer.held_out(layer, held)
+        loss0, acc0, chain0 = mtp_trainer.held_out(layer, held)
         bar = tqdm(total=args.steps, desc="training", unit="step", file=sys.stderr)
         bar.update(int(torch.load(ckpt, weights_only=True, map_location="cpu")["step"]) if ckpt.exists() else 0)
 
@@ -107,12 +108,13 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=f"{loss:.3f}", accept=f"{acc:.2f}")
         mtp_trainer.train(layer, train_rows, args.steps, args.lr, ckpt, args.batch, step)
         bar.close()
-        loss1, acc1 = mtp_trainer.held_out(layer, held)
+        loss1, acc1, chain1 = mtp_trainer.held_out(layer, held)
         from gguf.constants import GGMLQuantizationType as Q
         mtp_trainer.export(model, layer, out, Q[args.qtype], args.sidecar)
     finally:
         model.pipeline.close()
     held_rows = sum(len(r.next_ids) for r in held)
-    print(f"held-out ({held_rows} rows): loss {loss0:.3f} -> {loss1:.3f}, greedy pick = the trunk's "
-          f"{acc0:.1%} -> {acc1:.1%}; wrote {out}")
+    print(f"held-out ({held_rows} rows): loss {loss0:.3f} -> {loss1:.3f}; its greedy pick is the trunk's: first "
+          f"proposal {acc0:.1%} -> {acc1:.1%}, second (chained on its own output) {chain0:.1%} -> {chain1:.1%}; "
+          f"wrote {out}")
     return 0

@@ -8,7 +8,7 @@ built from the same engine.layers functions, so the trained weights mean the sam
 
 Targets are the model's own: over sequences the model generated, the trunk's logits at t+1 are the
 distribution of the token at t+2; the layer learns them (cross-entropy to the teacher's top-k
-probabilities, renormalised). Acceptance on held-out rows: how often the layer's greedy pick is the
+probabilities, renormalised), for its first proposal and for the next one it chains on its own output. Acceptance on held-out rows: how often the layer's greedy pick is the
 trunk's greedy pick, which is what a first proposal needs to be kept under greedy decoding.
 """
 from __future__ import annotations
@@ -68,39 +68,68 @@ class NextnLayer(nn.Module):
             self._rope = rope_tables(self.cfg.rope_base, self.cfg.rope_dim, max(n, 256), self.embed.device)
         return self._rope[0][:n], self._rope[1][:n]
 
-    def forward(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
-        """Logits [n, V] of the token at t+2 for rows t = 0..n-1 of one sequence."""
-        c, w, n = self.cfg, self.w, hidden.shape[0]
+    def _joined(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
+        c, w = self.cfg, self.w
         e = self.embed[next_ids] * c.embed_scale
-        x = F.linear(torch.cat((rms_norm(e, w["enorm"], c.norm_eps), rms_norm(hidden, w["hnorm"], c.norm_eps)), -1),
-                     w["eh_proj"])
+        return F.linear(torch.cat((rms_norm(e, w["enorm"], c.norm_eps), rms_norm(hidden, w["hnorm"], c.norm_eps)), -1),
+                        w["eh_proj"])
+
+    def _qkv(self, x: torch.Tensor, first_pos: int):
+        """Roped q and (kv heads repeated to q heads) k, v of rows at positions first_pos, first_pos+1, ..."""
+        c, w, n = self.cfg, self.w, x.shape[0]
         h = rms_norm(x, w["attn_norm"], c.norm_eps)
         q = F.linear(h, w["attn_q"]).view(n, c.n_heads, c.head_dim)
         k = F.linear(h, w["attn_k"]).view(n, c.n_kv_heads, c.head_dim)
         v = F.linear(h, w["attn_v"]).view(n, c.n_kv_heads, c.head_dim)
         if "attn_q_norm" in w:
             q, k = rms_norm(q, w["attn_q_norm"], c.norm_eps), rms_norm(k, w["attn_k_norm"], c.norm_eps)
-        cos, sin = self.rope(n)
+        cos, sin = self.rope(first_pos + n)
+        cos, sin = cos[first_pos:], sin[first_pos:]
         q, k = apply_rope(q, cos, sin, c.rope_neox), apply_rope(k, cos, sin, c.rope_neox)
         g = c.n_heads // c.n_kv_heads
-        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-        s = torch.einsum("qhd,khd->hqk", q, k) * c.attn_scale
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), -math.inf)
-        a = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v).reshape(n, -1)
-        x = x + F.linear(a, w["attn_output"])
-        h = rms_norm(x, w["ffn_norm"], c.norm_eps)
-        x = x + F.linear(glu(F.linear(h, w["ffn_gate"]), F.linear(h, w["ffn_up"]), c.gelu), w["ffn_down"])
-        return F.linear(rms_norm(x, w["shared_head_norm"], c.norm_eps), self.head)
+        return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
 
-    def loss(self, r: Rows) -> tuple[torch.Tensor, float]:
-        """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the teacher's)."""
+    def _rest(self, x: torch.Tensor, q, k, v, allowed: torch.Tensor) -> torch.Tensor:
+        """The block's output (before shared_head_norm) of rows x with queries q over keys k / values v."""
+        c, w = self.cfg, self.w
+        s = torch.einsum("qhd,khd->hqk", q, k) * c.attn_scale
+        a = torch.einsum("hqk,khd->qhd", torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1), v)
+        x = x + F.linear(a.reshape(x.shape[0], -1), w["attn_output"])
+        h = rms_norm(x, w["ffn_norm"], c.norm_eps)
+        return x + F.linear(glu(F.linear(h, w["ffn_gate"]), F.linear(h, w["ffn_up"]), c.gelu), w["ffn_down"])
+
+    def head_logits(self, g: torch.Tensor) -> torch.Tensor:
+        return F.linear(rms_norm(g, self.w["shared_head_norm"], self.cfg.norm_eps), self.head)
+
+    def forward(self, hidden: torch.Tensor, next_ids: torch.Tensor, chain: bool = False):
+        """Logits [n, V] of the token at t+2 for rows t = 0..n-1 of one sequence (the drafter's catch-up
+        rows). chain: also the logits [n-1, V] of its next step, as the drafter chains: row t+1 joins
+        the layer's own output at t with the token at t+2 and predicts the token at t+3, attending to
+        the catch-up rows' keys at positions 0..t and its own."""
+        n, dev = hidden.shape[0], hidden.device
+        x1 = self._joined(hidden, next_ids)
+        q1, k1, v1 = self._qkv(x1, 0)
+        g1 = self._rest(x1, q1, k1, v1, torch.ones(n, n, dtype=torch.bool, device=dev).tril())
+        if not chain:
+            return self.head_logits(g1)
+        x2 = self._joined(g1[:-1], next_ids[1:])
+        q2, k2, v2 = self._qkv(x2, 1)
+        m = n - 1
+        allowed = torch.cat((torch.ones(m, n, dtype=torch.bool, device=dev).tril(),         # catch-up keys <= t
+                             torch.eye(m, dtype=torch.bool, device=dev)), dim=1)          # and its own
+        g2 = self._rest(x2, q2, torch.cat((k1, k2)), torch.cat((v1, v2)), allowed)
+        return self.head_logits(g1), self.head_logits(g2)
+
+    def loss(self, r: Rows, chain: bool = False) -> tuple[torch.Tensor, float]:
+        """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the
+        teacher's): of the first proposal, plus (chain) the second's, weighted equally."""
         dev = self.embed.device                   # rows live on the CPU; the layer where it trains
         top_ids, top_p = r.top_ids.to(dev), r.top_p.to(dev)
-        logits = self.forward(r.hidden.to(dev), r.next_ids.to(dev))
-        logp = torch.log_softmax(logits, dim=-1)
-        ce = -(top_p * logp.gather(-1, top_ids)).sum(-1).mean()
-        hit = (logits.argmax(-1) == top_ids[:, 0]).float().mean().item()
-        return ce, hit
+        out = self.forward(r.hidden.to(dev), r.next_ids.to(dev), chain)
+        steps = [(out[0], top_ids, top_p), (out[1], top_ids[1:], top_p[1:])] if chain else [(out, top_ids, top_p)]
+        ce = sum(-(p * torch.log_softmax(lg, dim=-1).gather(-1, ids)).sum(-1).mean() for lg, ids, p in steps)
+        hit = (steps[0][0].argmax(-1) == top_ids[:, 0]).float().mean().item()
+        return ce / len(steps), hit
 
     def tensors(self, block: int) -> dict[str, torch.Tensor]:
         """The trained weights by GGUF tensor name (torch order), for block index `block`."""

@@ -52,14 +52,18 @@ def lr_at(step: int, steps: int, lr: float) -> float:
 
 
 @torch.no_grad()
-def held_out(layer: NextnLayer, rows: list[Rows]) -> tuple[float, float]:
-    """(mean loss, share of rows whose greedy pick is the trunk's) over held-out rows."""
-    n = loss = hits = 0.0
+def held_out(layer: NextnLayer, rows: list[Rows]) -> tuple[float, float, float]:
+    """(mean loss of the first proposal, share of rows whose first proposal is the trunk's greedy pick,
+    the same share for the second proposal, chained on the first) over held-out rows."""
+    n = loss = hits = hits2 = n2 = 0.0
     for r in rows:
         ce, hit = layer.loss(r)
+        _, lg2 = layer(r.hidden.to(layer.embed.device), r.next_ids.to(layer.embed.device), chain=True)
         k = len(r.next_ids)
         loss, hits, n = loss + ce.item() * k, hits + hit * k, n + k
-    return loss / max(n, 1), hits / max(n, 1)
+        hits2 += (lg2.argmax(-1).cpu() == r.top_ids[1:, 0]).sum().item()
+        n2 += k - 1
+    return loss / max(n, 1), hits / max(n, 1), hits2 / max(n2, 1)
 
 
 def train(layer: NextnLayer, train_rows: list[Rows], steps: int, lr: float, ckpt: Path, batch: int = 4,
@@ -80,7 +84,7 @@ def train(layer: NextnLayer, train_rows: list[Rows], steps: int, lr: float, ckpt
         opt.zero_grad()
         total, hits = 0.0, 0.0
         for r in rng.sample(train_rows, min(batch, len(train_rows))):
-            ce, hit = layer.loss(r)
+            ce, hit = layer.loss(r, chain=True)
             (ce / batch).backward()
             total, hits = total + ce.item() / batch, hits + hit / batch
         opt.step()

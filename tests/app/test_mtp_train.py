@@ -68,6 +68,13 @@ def test_the_engine_drafter_computes_what_was_trained(trained):
             got = m.drafter.head.linear(rms_norm(g, m.drafter.w.head_norm, m.cfg.norm_eps)).float()
         assert (got - want).abs().max().item() < 1e-4
         assert torch.equal(got.argmax(-1), want.argmax(-1))
+        with torch.no_grad():                  # a chain step: row t+1 joins the layer's own output at t
+            _, want2 = layer(hidden[:n], torch.tensor(tokens[1:]), chain=True)
+            for t in (0, n - 3):
+                m.drafter._rows(hidden[:n], tokens[1:], [0] * n, list(range(n)))     # catch-up rows' KV again
+                g2 = m.drafter._rows(g[t:t + 1], [tokens[t + 2]], [0], [t + 1])
+                got2 = m.drafter.head.linear(rms_norm(g2, m.drafter.w.head_norm, m.cfg.norm_eps)).float()
+                assert (got2[0] - want2[t]).abs().max().item() < 1e-4, t
     finally:
         m.pipeline.close()
 
