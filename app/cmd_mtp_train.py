@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import torch
+from gguf.constants import GGMLQuantizationType as Q
 from tqdm import tqdm
 
 from app.local_engine import local_client
@@ -109,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
         mtp_trainer.train(layer, train_rows, args.steps, args.lr, ckpt, args.batch, step)
         bar.close()
         loss1, acc1, chain1 = mtp_trainer.held_out(layer, held)
-        from gguf.constants import GGMLQuantizationType as Q
         mtp_trainer.export(model, layer, out, Q[args.qtype], args.sidecar)
     finally:
         model.pipeline.close()
