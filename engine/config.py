@@ -111,17 +111,18 @@ class ModelConfig:
             text += f" + {self.n_mtp} nextn ({kind(self.n_layers)})"
         return text + (f"; FFN {'moe' if self.is_moe else 'dense'}" if hybrid else "")
 
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """f32 K and V, all trunk layers with attention."""
-        n_attn = self.n_layers - sum(self.recurrent)
-        return 2 * n_attn * self.n_kv_heads * self.head_dim * 4
+    def cache_bytes(self, layer: int, ctx: int, n_slots: int) -> int:
+        """Bytes a stage sets aside for one block's cache over n_slots slot rows: f32 K and V for ctx
+        positions, or a gated delta net block's STATE_RING rows of conv inputs and per-head states."""
+        if self.is_recurrent(layer):
+            return STATE_RING * (self.ssm_conv_dim + self.ssm_v_heads * self.ssm_head_dim ** 2) * 4 * n_slots
+        return 2 * self.n_kv_heads * self.head_dim * 4 * ctx * n_slots
 
-    def state_bytes_per_slot(self) -> int:
-        """f32 recurrent state of all gated delta net layers for one slot: STATE_RING rows of conv
-        inputs and of the per-head state matrices."""
-        per_row = self.ssm_conv_dim + self.ssm_v_heads * self.ssm_head_dim ** 2
-        return sum(self.recurrent) * STATE_RING * per_row * 4
+    @property
+    def ffn_norm_name(self) -> str:
+        """glm4moe and the hybrids name their FFN input norm post_attention_norm (llama.cpp's attn_post_norm)."""
+        return "post_attention_norm.weight" if self.arch == "glm4moe" or self.arch in HYBRID_ARCHS \
+            else "ffn_norm.weight"
 
 
 def _need(gf: GGUFFile, key: str):
@@ -271,13 +272,12 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]
     d, q, kv = cfg.n_embd, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     out = {"token_embd.weight": ((d, cfg.vocab_size), True), "output_norm.weight": ((d,), True),
            "output.weight": ((d, cfg.vocab_size), False)}
-    # glm4moe and qwen35 name their FFN input norm post_attention_norm (llama.cpp's attn_post_norm)
-    glm = cfg.arch == "glm4moe" or cfg.arch in HYBRID_ARCHS
     qg = q * 2 if cfg.attn_gate else q
     for b in range(cfg.n_layers + min(cfg.n_mtp, 1)):
         p = f"blk.{b}."
-        out.update({p + "attn_norm.weight": ((d,), True), p + "ffn_norm.weight": ((d,), not glm),
-                    p + "post_attention_norm.weight": ((d,), glm), p + "post_ffw_norm.weight": ((d,), False)})
+        out.update({p + "attn_norm.weight": ((d,), True), p + "ffn_norm.weight": ((d,), False),
+                    p + "post_attention_norm.weight": ((d,), False), p + "post_ffw_norm.weight": ((d,), False)})
+        out[p + cfg.ffn_norm_name] = ((d,), True)
         if cfg.is_recurrent(b):
             out.update(_delta_net_shapes(cfg, p))
         else:

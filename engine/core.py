@@ -83,7 +83,7 @@ class EngineCore:
         self.model = m
         self.stats = EngineStats(m.effective.parallel)
         self.scheduler = Scheduler(m.pipeline, m.groups, m.effective.ctx, m.drafter, m.plan, self.emit,
-                                   self.stats, m.cfg.ssm_conv if any(m.cfg.recurrent) else 0)
+                                   self.stats, m.cfg.ssm_conv)
         self.emit(Ready(config=m.effective, model=m.info, load_seconds=m.load_seconds))
 
     def unload(self, reason: str = "abort", error: str = "") -> None:

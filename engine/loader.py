@@ -155,13 +155,10 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
             notes.append(f"auto split: the last stage also reads the head and the MTP layer about {depth + 1} times "
                          f"per window, so it holds {cfg.n_layers - starts[-1]} of {cfg.n_layers} layers")
     ends = starts[1:] + [cfg.n_layers]
-    n_attn = max(1, cfg.n_layers - sum(cfg.recurrent))
-    kv = cfg.kv_bytes_per_token // n_attn * ctx * (config.parallel + 1)
-    state = cfg.state_bytes_per_slot() // max(1, sum(cfg.recurrent)) * (config.parallel + 1)
-    cache = [state if cfg.is_recurrent(i) else kv for i in range(cfg.n_layers)]
+    cache = [cfg.cache_bytes(i, ctx, config.parallel + 1) for i in range(cfg.n_layers + 1)]   # + the nextn block's
     last = len(starts) - 1
     need = [sum(lb[a:b]) + sum(cache[a:b]) + (embd if k == 0 else 0)
-            + (head + (drafter + kv if plan.mtp else 0) if k == last else 0)    # kv: one layer's worth
+            + (head + (drafter + cache[-1] if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]
     layout.check_fits(need, devices)
     return starts
@@ -218,7 +215,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     decode_kernel = _decode_kernel(config, devices, notes)
     plan = DraftPlan(config.draft, max(1, config.spec), config.spec_min_p, max(0, config.piped_mtp),
                      has_mtp=cfg.n_mtp > 0)
-    if any(cfg.recurrent):
+    if cfg.ssm_conv:                      # a hybrid: what a slot's state ring holds (engine.gdn)
         plan.max_depth = STATE_RING - cfg.ssm_conv
     starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
     ends = starts[1:] + [cfg.n_layers]

@@ -174,6 +174,8 @@ class QuantTensor:
     def nbytes(self) -> int:
         if self.int4 is not None:
             return self.int4.nbytes
+        if any(e.int4 is not None for e in self._experts.values()):      # an expert stack kept as int4 experts
+            return sum(e.nbytes for e in self._experts.values())
         return self.packed.nbytes if self.packed is not None else self.data.numel()
 
     @property

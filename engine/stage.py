@@ -117,5 +117,4 @@ def resident_bytes(t) -> int:
         return t.numel() * t.element_size()
     parts = [t, *t._experts.values()]
     dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)
-    int4 = sum(p.int4.nbytes for p in t._experts.values() if p.int4 is not None)     # an expert stack's
-    return dense + int4 or t.nbytes
+    return dense or t.nbytes

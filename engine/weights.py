@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.config import HYBRID_ARCHS, ModelConfig
+from engine.config import ModelConfig
 from engine.errors import ModelFileError
 from engine.gguf_file import GGUFFile
 from engine.quant import QuantTensor
@@ -137,11 +137,10 @@ class WeightLoader:
     def layer(self, i: int, device) -> LayerWeights:
         p = f"blk.{i}."
         opt_v = lambda n: self.vector(p + n, device) if self.has(p + n) else None  # noqa: E731
-        named_ffn_norm = self.cfg.arch == "glm4moe" or self.cfg.arch in HYBRID_ARCHS   # as post_attention_norm
+        ffn_norm = self.cfg.ffn_norm_name             # post_attention_norm in glm4moe and the hybrids
         lw = LayerWeights(
-            attn_norm=self.vector(p + "attn_norm.weight", device),
-            ffn_norm=self.vector(p + ("post_attention_norm.weight" if named_ffn_norm else "ffn_norm.weight"), device),
-            post_attn_norm=None if named_ffn_norm else opt_v("post_attention_norm.weight"),
+            attn_norm=self.vector(p + "attn_norm.weight", device), ffn_norm=self.vector(p + ffn_norm, device),
+            post_attn_norm=None if ffn_norm.startswith("post_attention") else opt_v("post_attention_norm.weight"),
             post_ffw_norm=opt_v("post_ffw_norm.weight"),
         )
         if self.cfg.is_recurrent(i):
