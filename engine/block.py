@@ -88,23 +88,46 @@ def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: t
     return down.linear(glu(g, u, gelu), T)
 
 
-def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
+def device_experts(lw: LayerWeights, rows: int) -> bool:
+    """Whether a tile of this many rows runs its routed experts on the GPU without the host
+    (engine.kernels.moe_gemv: decode tiles, repacked expert stacks)."""
+    if lw.router is None or lw.gate_exps.device.type != "cuda":
+        return False
+    from engine.kernels import moe_gemv, stream_matmul
+
+    return stream_matmul.takes_q8(rows) and moe_gemv.supports(lw)
+
+
+def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor, n_dev: torch.Tensor | None = None,
+        xq=None) -> torch.Tensor:
     """Routed experts, row-invariant: each expert runs its rows through matmuls on tiles of the
     block's own tile size, and each row sums its experts in its own top-k order; then the shared
-    experts (run on every row) are added."""
+    experts (run on every row) are added. GPU decode tiles: all on the device (moe_gemv; n_dev the
+    real row count there, xq h's int8 form where made), float32 out."""
     T = h.shape[0]
     w, sel = route(lw, cfg, h)
+    if device_experts(lw, T):
+        from engine.kernels import moe_gemv
+
+        return shared_experts(lw, h, moe_gemv.routed(w, sel, lw, h, n_dev, xq))
     w = w.to(h.dtype)
     ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)
     for e in torch.unique(sel).tolist():
         rows, ks = (sel == e).nonzero(as_tuple=True)
         x = h[rows]
+        if x.is_cuda:       # GPU kernels are chosen by row count: padded, each row meets its tile kind's kernel
+            x = torch.cat((x, x.new_zeros(T - x.shape[0], x.shape[1])))
         g, u = lw.gate_exps.expert(e).linear(x, T), lw.up_exps.expert(e).linear(x, T)
         y = lw.down_exps.expert(e).linear(glu(g, u, False), T)
-        ys[rows, ks] = y.to(ys.dtype)
+        ys[rows, ks] = y[:rows.shape[0]].to(ys.dtype)
     out = ys[:, 0] * w[:, :1]
     for j in range(1, cfg.n_expert_used):
         out = out + ys[:, j] * w[:, j:j + 1]
+    return shared_experts(lw, h, out)
+
+
+def shared_experts(lw: LayerWeights, h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out + the shared experts' output on every row (where the block has them), in out's dtype."""
     if lw.gate_shexp is not None:
         shared = dense_ffn(lw.gate_shexp, lw.up_shexp, lw.down_shexp, lw.shexp_gate_up, h, False).float()
         if lw.shexp_gate is not None:           # qwen35moe: a sigmoid gate per row
@@ -113,10 +136,10 @@ def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor) -> torch.Tensor:
+def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
     h = rms_norm(x, lw.ffn_norm, cfg.norm_eps)
     if lw.router is not None:
-        f = moe(lw, cfg, h)
+        f = moe(lw, cfg, h, n_dev)
     else:
         f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu)
     if lw.post_ffw_norm is not None:
@@ -136,4 +159,4 @@ def run_block(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, t
         x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, k_cache, v_cache).float()
     else:
         x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
-    return ffn_part(lw, cfg, x)
+    return ffn_part(lw, cfg, x, tile.n_dev)

@@ -170,6 +170,13 @@ class QuantTensor:
             data = data.to(device)
         return cls(data, info.qtype, info.torch_shape, compute_dtype)
 
+    @classmethod
+    def of_packed(cls, p, compute_dtype) -> QuantTensor:
+        """A 2-D matrix held only in the streaming layout (engine.kernels.packed.Packed p)."""
+        qt = cls(p.codes.new_empty((0,)), p.qtype, (p.n, p.k), compute_dtype)
+        qt.packed, qt.data = p, None
+        return qt
+
     @property
     def nbytes(self) -> int:
         if self.int4 is not None:
@@ -190,11 +197,12 @@ class QuantTensor:
 
         if self.packed is not None:
             return True
-        if (self.device.type != "cuda" and not on_cpu) or len(self.shape) != 2 \
+        if (self.device.type != "cuda" and not on_cpu) or len(self.shape) not in (2, 3) \
                 or not packed.supports(self.qtype, self.shape[-1]):
             return False
-        self.packed = packed.pack(self.data, self.qtype, self.shape[-1])
+        self.packed = packed.pack(self.data, self.qtype, self.shape[-1])    # an expert stack: experts' rows in turn
         self.data = None
+        self._experts.clear()
         return True
 
     def to_int4(self) -> bool:
@@ -257,8 +265,11 @@ class QuantTensor:
             raise IndexError(f"expert {e} out of range (this stack has {self.shape[0]})")
         if e not in self._experts:
             out = self.shape[1]
-            part = self.data[e * out:(e + 1) * out]
-            self._experts[e] = QuantTensor(part, self.qtype, self.shape[1:], self.compute_dtype)
+            if self.packed is not None:         # a view of the repacked stack's planes
+                one = QuantTensor.of_packed(self.packed.rows(e * out, (e + 1) * out), self.compute_dtype)
+            else:
+                one = QuantTensor(self.data[e * out:(e + 1) * out], self.qtype, self.shape[1:], self.compute_dtype)
+            self._experts[e] = one
         return self._experts[e]
 
     def dense_weight(self) -> torch.Tensor:

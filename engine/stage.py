@@ -5,7 +5,7 @@ import os
 
 import torch
 
-from engine.block import Tile, run_block
+from engine.block import Tile, device_experts, run_block
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables
@@ -37,11 +37,11 @@ class Stage:
             self.v.append(v)
         bases = {cfg.layer_rope_base(i) for i in range(first, end)}
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
-        # MoE routing picks experts on the host, so only dense models replay a captured graph
-        # (and the delta net's rows run one by one on the host's positions: no graph for hybrids either)
-        self.use_graph = self.device.type == "cuda" and not cfg.is_moe and not any(cfg.recurrent) \
+        # the delta net's rows run one by one on the host's positions: no graph for hybrids
+        self.use_graph = self.device.type == "cuda" and not any(cfg.recurrent) \
             and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
+        self._graphed: dict[int, bool] = {}
 
     @property
     def weight_bytes(self) -> int:
@@ -59,12 +59,20 @@ class Stage:
         x = self.embedding.rows(tokens.to(self.device)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
+    def graphed(self, n_rows: int) -> bool:
+        """Whether n-row tiles replay a captured graph: every block's work stays on the device (an MoE
+        block's experts are picked on the host except on decode tiles, engine.block.device_experts)."""
+        if n_rows not in self._graphed:
+            self._graphed[n_rows] = self.use_graph and all(lw.router is None or device_experts(lw, n_rows)
+                                                           for lw in self.layers)
+        return self._graphed[n_rows]
+
     def capture(self, n_rows: int, with_logits: bool = False) -> None:
         """Capture the graph of an n-row tile now (the loader does this for every tile size, one stage
         at a time, before any stage thread runs). with_logits: on the last stage, the graph also runs
         the head on the tile's real rows (decode tiles: one replay gives the window's logits, with no
         eager kernel launches between the graph and the pick)."""
-        if self.use_graph and n_rows not in self._graphs:
+        if self.graphed(n_rows) and n_rows not in self._graphs:
             head = with_logits and self.head is not None
 
             def body(gx, gs, gp, gn):
@@ -80,8 +88,8 @@ class Stage:
     def forward_logits(self, x: torch.Tensor, tile: Tile) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(hidden out, float32 logits of the tile's real rows where its graph runs the head, else None)."""
         x = x.to(self.device)
-        if self.use_graph:
-            n = x.shape[0]
+        n = x.shape[0]
+        if self.graphed(n):
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
             return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)

@@ -1,4 +1,5 @@
-"""The dense decoder block on a GPU in ten kernel launches (engine.block.run_block's CUDA path).
+"""The decoder block on a GPU in ten kernel launches (engine.block.run_block's CUDA path). MoE blocks
+run their routed experts (engine.block.moe) between the same attention and residual kernels.
 
     rms_norm -> q|k|v matmul (one launch) -> sum + q/k norm + RoPE + KV write -> attention
     -> wo matmul -> sum + residual (+ post norm) + ffn RMSNorm -> gate|up matmul (one launch)
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.block import moe
 from engine.kernels import dp4a_gemv, fused
 from engine.kernels.attention import tile_attention
 from engine.kernels import stream_matmul
@@ -55,7 +57,8 @@ def _q8(T: int, k: int, mats: list, device):
 
 
 def supports(cfg, lw) -> bool:
-    return not cfg.is_moe and lw.w_gate is not None and lw.wq is not None and lw.bq is None and not cfg.attn_gate \
+    return (lw.w_gate is not None or lw.router is not None) and lw.wq is not None and lw.bq is None \
+        and not cfg.attn_gate \
         and cfg.rope_dim % 2 == 0 \
         and cfg.rope_dim <= cfg.head_dim and cfg.head_dim & (cfg.head_dim - 1) == 0
 
@@ -75,6 +78,12 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
                        tile.n_dev)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev)
+    if lw.router is not None:           # routed experts (engine.block.moe: on the device for decode tiles)
+        q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
+        x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
+        f = moe(lw, cfg, h, tile.n_dev, q8)
+        x, _ = fused.residual_norm(x, f.float()[None], 1, lw.post_ffw_norm, None, eps, dt)
+        return x
     q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
     x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
     part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev, q8)

@@ -188,3 +188,28 @@ def test_quant_linear_k_tails(kernels, k):
     dense = torch.randn(24, k - 16, generator=torch.Generator().manual_seed(9)).to(DEV)
     xd = x[:, : k - 16].contiguous()
     assert rel_err(qm.dense_linear(xd, dense), xd.double() @ dense.double().T) < 1e-6
+
+
+def test_moe_block_decode_tile_on_the_device(kernels, synthetic, monkeypatch):
+    """A qwen3moe block's decode tile with repacked expert stacks runs its routed experts on the device
+    (engine.kernels.moe_gemv): close to the experts picked on the host from the GGUF bytes, and a row
+    does not depend on the other rows, their count or its place."""
+    import engine.block as block
+
+    if not GPU:          # the interpreter: the device path by its condition, not by the tensors' device
+        monkeypatch.setattr(block, "device_experts", lambda lw, rows: lw.router is not None and
+                            lw.gate_exps.packed is not None and rows <= 16)
+    fb = kernels["fast_block"]
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "qwen3moe", "Q4_K")
+    assert fb.supports(cfg, lw)
+    if not GPU:          # the router through its GPU kernel too (torch's CPU matmul is not row-invariant)
+        lw.router.linear = lambda h, tile=None, n_dev=None: lw.router.triton_linear(h)
+    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    for m in (lw.wq, lw.wk, lw.wv, lw.wo, lw.gate_exps, lw.up_exps, lw.down_exps):
+        assert m.repack(on_cpu=True)
+    from engine.weights import stack_packed
+    lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
+    assert block.device_experts(lw, 16) and not block.device_experts(lw, 128)
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    assert rel_err(out, ref) < 5e-3                                       # x rounded to int8
+    _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, [(16, 7), (9, 2), (1, 0), (16, 15)])

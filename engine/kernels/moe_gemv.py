@@ -1,0 +1,127 @@
+"""A decode tile's routed experts on the GPU, with no host round trip (issue 12).
+
+The experts of a row are picked on the device (engine.block.route: router logits, scores, top-k and
+weights), then three launches run every (row, expert) pair of the tile's real rows:
+
+- gate|up: a program per (BN weight rows, pair) reads the pair's expert id from the device and runs
+  the int8 decode pass of engine.kernels.dp4a_gemv over that expert's rows of the repacked stack
+  (the stacks are [n_expert * rows, K] planes, expert e's rows in turn); the first programs read the
+  gate stack, the rest the up stack, so one launch gives a pair's gate and up.
+- act(gate) * up (engine.kernels.fused.glu) on the pair rows, written with its int8 form.
+- down: the same pass, each pair on its own row of that.
+
+then `_combine_kernel` sums a row's experts in its own top-k order, weighted, in float32. Pairs of rows
+at or past the real count read no expert and give zeros. A pair reads only its row's x and its own
+expert, by the same code whatever the other rows are: the tile is row-invariant, and a pair's
+product is bit-identical to the dense-kernel call on that expert alone (same pass, same plan). The
+tile's work needs no host sync, so MoE stages replay decode tiles as CUDA graphs.
+Importing this module imports triton.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from engine.kernels import dp4a_gemv, fused
+from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION, WARPS, _pass, plan
+
+
+@triton.jit
+def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: tl.constexpr,
+                 codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE, part, K, stride_pm, cw, sw, bw,
+                 KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
+                 INTERP: tl.constexpr):
+    """Program (i, pair): weight rows [BN i, BN i + BN) of stack a (i < NPA) or of stack b (the rest)
+    for pair = r * TOPK + j, expert sel[r, j], stored at part[pair, col] (b's columns after a's NE)."""
+    i = tl.program_id(0)
+    pair = tl.program_id(1)
+    r = pair // TOPK
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    in_b = i >= NPA
+    n_loc = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+    out = part + pair.to(tl.int64) * stride_pm + tl.where(in_b, NE, 0)
+    if r < M:
+        e = tl.load(sel_ptr + pair).to(tl.int64) * NE        # the expert's first weight row
+        if in_b:
+            codes = codes_b + e * cw
+            scales = scales_b + e * sw
+            sub = sub_b + e * bw
+        else:
+            codes = codes_a + e * cw
+            scales = scales_a + e * sw
+            sub = sub_a + e * bw
+        if PER_PAIR:
+            row = pair.to(tl.int64)
+        else:
+            row = r.to(tl.int64)
+        _pass(0, 1, xq + row * (K // 4), xds + row * (K // 32) * 2, codes, scales, sub, out, n_loc, NE, K,
+              stride_pm, KIND, BN, L, EVEN, INTERP)
+    else:
+        tl.store(out + n_loc, tl.zeros((BN,), dtype=tl.float32), mask=n_loc < NE)
+
+
+@triton.jit
+def _combine_kernel(y, stride_y, w_ptr, out, D, nreal_ptr, T, TOPK: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = c < D
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    if r < M:
+        for j in tl.static_range(TOPK):
+            wj = tl.load(w_ptr + r * TOPK + j)
+            acc = tl.fma(wj, tl.load(y + (r * TOPK + j).to(tl.int64) * stride_y + c, mask=ok, other=0.0), acc)
+    tl.store(out + r.to(tl.int64) * D + c, acc, mask=ok)
+
+
+def supports(lw) -> bool:
+    """Whether a block's routed experts can run here: all three stacks repacked, gate and up alike."""
+    stacks = (lw.gate_exps, lw.up_exps, lw.down_exps)
+    return lw.router is not None and all(s.packed is not None for s in stacks) \
+        and lw.gate_exps.qtype == lw.up_exps.qtype and lw.gate_exps.shape == lw.up_exps.shape
+
+
+def _planes(p) -> tuple:
+    """(int32 code words, scales, sub) of a stack and their sizes per weight row (cw, sw, bw)."""
+    sub = p.sub if p.sub is not None else p.scales
+    return (p.codes.view(torch.int32), p.scales, sub,
+            p.codes.shape[1] * p.codes.element_size() // 4, p.scales[0].numel(), sub[0].numel())
+
+
+def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int, k: int,
+           part: torch.Tensor) -> None:
+    """part[pair, :] = x[row] @ expert(sel[pair]) rows of a (then of b where given): see _pair_kernel."""
+    bn, lanes = plan(a.kind, ne, k)
+    npa = triton.cdiv(ne, bn)
+    ca, sa, ba, cw, sw, bw = _planes(a)
+    cb, sb, bb = _planes(b if b is not None else a)[:3]
+    topk = sel.shape[1]
+    _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
+        xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
+        part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
+        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, num_warps=WARPS, **NO_FUSION)
+
+
+def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None) -> torch.Tensor:
+    """sum_j w[r, j] * expert_{sel[r, j]}(h[r]) for the tile's rows [T, D] float32 (rows at or past the
+    device count n_real hold zeros). w float32 [T, k], sel [T, k] from engine.block.route; xq: h's int8
+    form where the kernel that made h wrote it (dp4a_gemv.buffers)."""
+    t, d = h.shape
+    topk = sel.shape[1]
+    ff = lw.gate_exps.shape[1]
+    if n_real is None:
+        n_real = torch.full((1,), t, dtype=torch.int32, device=h.device)
+    xq = xq if xq is not None else dp4a_gemv.quantize(h)
+    sel = sel.contiguous()
+    gu = torch.empty((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
+    _pairs(xq, False, n_real, t, sel, lw.gate_exps.packed, lw.up_exps.packed, ff, d, gu)
+    gq = dp4a_gemv.buffers(t * topk, ff, h.device)
+    fused.glu(gu[None], 1, ff, False, h.dtype, gq)
+    y = torch.empty((t * topk, d), dtype=torch.float32, device=h.device)
+    _pairs(gq, True, n_real, t, sel, lw.down_exps.packed, None, d, ff, y)
+    out = torch.empty((t, d), dtype=torch.float32, device=h.device)
+    block = min(1024, triton.next_power_of_2(d))
+    _combine_kernel[(t, triton.cdiv(d, block))](y, y.stride(0), w.float().contiguous(), out, d, n_real, t,
+                                               TOPK=topk, BLOCK=block, num_warps=4, **NO_FUSION)
+    return out

@@ -1,0 +1,95 @@
+"""A decode tile's routed experts on the device (engine.kernels.moe_gemv).
+
+Each (row, expert) pair must be exactly the int8 decode kernel's product on that expert alone (the same
+pass, the same plan), the routed sum must be each row's experts weighted in its own top-k order, rows
+past the device count must read nothing and hold zeros, and a row's result must not depend on the other
+rows. Here under TRITON_INTERPRET=1; on a GPU with the real dp4a (tests/gpu/run_moe.sh).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
+
+from engine.quant import QuantTensor
+from tests.engine.test_packed import DEV, blocks, kernel_module
+
+E, D, F, TOPK = 5, 256, 512, 2
+
+
+@pytest.fixture(scope="module")
+def mg():
+    kernel_module("dp4a_gemv")
+    return kernel_module("moe_gemv")
+
+
+def stack(qt, n, k, seed) -> QuantTensor:
+    block, size = GGML_QUANT_SIZES[qt]
+    t = QuantTensor(blocks(qt, E * n, k, seed).to(DEV), qt, (E, n, k), torch.float32)
+    assert t.repack(on_cpu=True) and t.packed.n == E * n
+    return t
+
+
+def experts(qt) -> SimpleNamespace:
+    return SimpleNamespace(router=object(), gate_exps=stack(qt, F, D, 1), up_exps=stack(qt, F, D, 2),
+                           down_exps=stack(qt, D, F, 3))
+
+
+def reference(dg, fused, lw, h, w, sel, n):
+    """Row by row through the dense decode kernel on each selected expert's own views."""
+    out = torch.zeros(h.shape[0], D, dtype=torch.float64)
+    one = torch.tensor([1], device=DEV)
+    for r in range(n):
+        x = h[r:r + 1]
+        for j in range(TOPK):
+            e = int(sel[r, j])
+            g, _ = dg.matmul_parts(x, lw.gate_exps.expert(e).packed, one)
+            u, _ = dg.matmul_parts(x, lw.up_exps.expert(e).packed, one)
+            q8 = dg.buffers(1, F, DEV)
+            fused.glu(torch.cat((g, u), -1), 1, F, False, h.dtype, q8)
+            y, _ = dg.matmul_parts(x.new_zeros(1, F), lw.down_exps.expert(e).packed, one, q8)
+            out[r] += float(w[r, j]) * y[0, 0].double().cpu()
+    return out
+
+
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q8_0, QT.Q4_0], ids=lambda t: t.name)
+def test_routed_experts_are_each_rows_own_experts(mg, qt):
+    import engine.kernels.dp4a_gemv as dg
+    import engine.kernels.fused as fused
+
+    lw = experts(qt)
+    assert mg.supports(lw)
+    gen = torch.Generator().manual_seed(4)
+    t = 6
+    h = torch.randn(t, D, generator=gen).to(DEV)
+    sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)
+    w = torch.softmax(torch.randn(t, TOPK, generator=gen), -1).to(DEV)
+    n = torch.tensor([4], device=DEV)
+    got = mg.routed(w, sel, lw, h, n)
+    ref = reference(dg, fused, lw, h, w, sel, 4)
+    assert ((got.cpu().double() - ref).norm() / ref.norm()).item() < 1e-6
+    assert not got[4:].any()                                  # rows past the count: zeros
+
+    # row 2 alone, and row 2 placed elsewhere among other rows: the same bits
+    alone = mg.routed(w[2:3], sel[2:3], lw, h[2:3].contiguous())
+    assert torch.equal(alone[0], got[2])
+    perm = torch.tensor([5, 2, 0, 1], device=DEV)            # row 2 lands at place 1
+    moved = mg.routed(w[perm], sel[perm], lw, h[perm].contiguous())
+    assert torch.equal(moved[1], got[2])
+
+
+def test_expert_views_of_a_repacked_stack_are_its_rows(mg):
+    """expert(e) of a repacked stack views rows [e n, e n + n) of its planes (no copy) and unpacks to
+    the GGUF values of that expert."""
+    from engine.kernels.packed import unpack
+
+    data = blocks(QT.Q4_K, E * F, D, 9)
+    raw = QuantTensor(data.clone(), QT.Q4_K, (E, F, D), torch.float32)
+    packed = QuantTensor(data.clone().to(DEV), QT.Q4_K, (E, F, D), torch.float32)
+    assert packed.repack(on_cpu=True) and packed.data is None
+    for e in (0, 3, 4):
+        view = packed.expert(e)
+        assert view.packed.codes.data_ptr() == packed.packed.codes[e * F].data_ptr()
+        assert torch.equal(unpack(view.packed).cpu(), raw.expert(e).dequantize())
