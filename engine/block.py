@@ -105,11 +105,12 @@ def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor, n_dev: torch.Tensor
     experts (run on every row) are added. GPU decode tiles: all on the device (moe_gemv; n_dev the
     real row count there, xq h's int8 form where made), float32 out."""
     T = h.shape[0]
-    w, sel = route(lw, cfg, h)
     if device_experts(lw, T):
         from engine.kernels import moe_gemv
 
+        w, sel = moe_gemv.route(lw, cfg, h, n_dev)
         return shared_experts(lw, h, moe_gemv.routed(w, sel, lw, h, n_dev, xq))
+    w, sel = route(lw, cfg, h)
     w = w.to(h.dtype)
     ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)
     for e in torch.unique(sel).tolist():

@@ -19,6 +19,8 @@ Importing this module imports triton.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -75,6 +77,79 @@ def _combine_kernel(y, stride_y, w_ptr, out, D, nreal_ptr, T, TOPK: tl.constexpr
     tl.store(out + r.to(tl.int64) * D + c, acc, mask=ok)
 
 
+@triton.jit
+def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BE: tl.constexpr, BK: tl.constexpr):
+    """Router logits of row r for experts [BE i, BE i + BE): float32 sums over D in BK steps, fixed order."""
+    i = tl.program_id(0)
+    r = tl.program_id(1)
+    e = i * BE + tl.arange(0, BE)
+    if r < tl.minimum(tl.load(nreal_ptr), T):
+        acc = tl.zeros((BE, BK), dtype=tl.float32)
+        for k0 in range(0, D, BK):
+            k = k0 + tl.arange(0, BK)
+            x = tl.load(h_ptr + r * D + k, mask=k < D, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + e[:, None].to(tl.int64) * D + k[None, :], mask=(e < E)[:, None] & (k < D)[None, :],
+                        other=0.0).to(tl.float32)
+            acc = tl.fma(w, x[None, :], acc)
+        tl.store(out_ptr + r * E + e, tl.sum(acc, axis=1), mask=e < E)
+
+
+@triton.jit
+def _topk_kernel(logit_ptr, bias_ptr, w_ptr, sel_ptr, nreal_ptr, T, E, scale, TOPK: tl.constexpr,
+                 KP: tl.constexpr, BE: tl.constexpr, SIGMOID: tl.constexpr, NORM: tl.constexpr):
+    """Row r's experts and weights from its logits: softmax scores, or sigmoid scores picked with the
+    bias added; the k largest in order (ties: the lower expert), renormalised where NORM, scaled."""
+    r = tl.program_id(0)
+    e = tl.arange(0, BE)
+    ok = e < E
+    j = tl.arange(0, KP)
+    if r < tl.minimum(tl.load(nreal_ptr), T):
+        lg = tl.load(logit_ptr + r * E + e, mask=ok, other=float("-inf"))
+        if SIGMOID:
+            s = 1.0 / (1.0 + tl.exp(-lg))
+            key = tl.where(ok, s + tl.load(bias_ptr + e, mask=ok, other=0.0), float("-inf"))
+        else:
+            p = tl.exp(lg - tl.max(lg, axis=0))
+            s = p / tl.sum(p, axis=0)
+            key = tl.where(ok, s, float("-inf"))
+        ws = tl.zeros((KP,), dtype=tl.float32)
+        ids = tl.zeros((KP,), dtype=tl.int32)
+        for t in tl.static_range(TOPK):
+            best = tl.max(key, axis=0)
+            pick = tl.min(tl.where(key == best, e, BE), axis=0)
+            ws = tl.where(j == t, tl.sum(tl.where(e == pick, s, 0.0), axis=0), ws)
+            ids = tl.where(j == t, pick, ids)
+            key = tl.where(e == pick, float("-inf"), key)
+        if NORM:
+            ws = ws / tl.sum(ws, axis=0)
+        tl.store(w_ptr + r * TOPK + j, ws * scale, mask=j < TOPK)
+        tl.store(sel_ptr + r * TOPK + j, ids.to(tl.int64), mask=j < TOPK)
+    else:
+        tl.store(w_ptr + r * TOPK + j, tl.zeros((KP,), dtype=tl.float32), mask=j < TOPK)
+        tl.store(sel_ptr + r * TOPK + j, tl.zeros((KP,), dtype=tl.int64), mask=j < TOPK)
+
+
+def route(lw, cfg, h: torch.Tensor, n_real=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """engine.block.route's function in two launches for a decode tile: (w float32 [T, k], sel int64
+    [T, k]); rows at or past the device count n_real get expert 0 at weight 0."""
+    t, d = h.shape
+    ne, topk = lw.router.shape[0], cfg.n_expert_used
+    if n_real is None:
+        n_real = torch.full((1,), t, dtype=torch.int32, device=h.device)
+    logits = torch.empty((t, ne), dtype=torch.float32, device=h.device)
+    be = 8
+    _logits_kernel[(triton.cdiv(ne, be), t)](h, lw.router.dense_weight(), logits, n_real, t, ne, d, BE=be,
+                                             BK=256, num_warps=4, **NO_FUSION)
+    w = torch.empty((t, topk), dtype=torch.float32, device=h.device)
+    sel = torch.empty((t, topk), dtype=torch.int64, device=h.device)
+    sigmoid = cfg.gating == "sigmoid"
+    _topk_kernel[(t,)](logits, lw.exp_probs_b if sigmoid else logits, w, sel, n_real, t, ne,
+                       float(cfg.expert_weights_scale), TOPK=topk, KP=triton.next_power_of_2(topk),
+                       BE=triton.next_power_of_2(ne), SIGMOID=sigmoid, NORM=bool(cfg.expert_weights_norm),
+                       num_warps=4)
+    return w, sel
+
+
 def supports(lw) -> bool:
     """Whether a block's routed experts can run here: all three stacks repacked, gate and up alike."""
     stacks = (lw.gate_exps, lw.up_exps, lw.down_exps)
@@ -89,10 +164,17 @@ def _planes(p) -> tuple:
             p.codes.shape[1] * p.codes.element_size() // 4, p.scales[0].numel(), sub[0].numel())
 
 
+# weight rows per thread and warps per program of the pair kernel (a function of the shape only: any
+# value gives a row the same arithmetic); measured in tests/gpu/bench_moe.py
+PAIR_NR = int(os.environ.get("STRATA_MOE_NR", "16" if INTERPRET else "1"))
+PAIR_WARPS = int(os.environ.get("STRATA_MOE_WARPS", str(WARPS)))
+
+
 def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int, k: int,
-           part: torch.Tensor) -> None:
+           part: torch.Tensor, nr: int | None = None, warps: int | None = None) -> None:
     """part[pair, :] = x[row] @ expert(sel[pair]) rows of a (then of b where given): see _pair_kernel."""
-    bn, lanes = plan(a.kind, ne, k)
+    nr, warps = nr or PAIR_NR, warps or PAIR_WARPS
+    bn, lanes = plan(a.kind, ne, k, warps, nr)
     npa = triton.cdiv(ne, bn)
     ca, sa, ba, cw, sw, bw = _planes(a)
     cb, sb, bb = _planes(b if b is not None else a)[:3]
@@ -100,7 +182,7 @@ def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int,
     _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
-        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, num_warps=WARPS, **NO_FUSION)
+        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None) -> torch.Tensor:

@@ -51,6 +51,7 @@ def _weights(synthetic, arch: str, qtype: str, device, dtype=torch.float32):
         if hasattr(m, "qtype"):
             m.data = m.data.to(device)
             m._dense = m._dense.to(device) if m._dense is not None else None
+            m._experts.clear()                  # an expert stack's views of the CPU bytes
         elif isinstance(m, torch.Tensor):
             setattr(lw, name, m.to(device))
     return cfg, lw, rope_tables(cfg.layer_rope_base(1), cfg.rope_dim, 256, device)

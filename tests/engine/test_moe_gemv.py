@@ -93,3 +93,25 @@ def test_expert_views_of_a_repacked_stack_are_its_rows(mg):
         view = packed.expert(e)
         assert view.packed.codes.data_ptr() == packed.packed.codes[e * F].data_ptr()
         assert torch.equal(unpack(view.packed).cpu(), raw.expert(e).dequantize())
+
+
+@pytest.mark.parametrize("gating,norm,scale", [("softmax", True, 1.0), ("softmax", False, 1.0),
+                                               ("sigmoid", True, 2.5)])
+def test_device_routing_picks_what_block_route_picks(mg, gating, norm, scale):
+    """The two-launch router (logits, then scores / top-k / weights per row) picks the same experts in
+    the same order as engine.block.route, with the same weights to float32 rounding; rows past the
+    device count get expert 0 at weight 0."""
+    from engine.block import route
+
+    ne, d, t = 40, 320, 7
+    gen = torch.Generator().manual_seed(12)
+    router = QuantTensor(torch.randn(ne, d, generator=gen).view(torch.uint8).reshape(ne, -1), QT.F32, (ne, d),
+                         torch.float32)
+    lw = SimpleNamespace(router=router, exp_probs_b=(torch.randn(ne, generator=gen) * 0.3).to(DEV))
+    cfg = SimpleNamespace(n_expert_used=6, gating=gating, expert_weights_norm=norm, expert_weights_scale=scale)
+    h = torch.randn(t, d, generator=gen).to(DEV)
+    w, sel = mg.route(lw, cfg, h, torch.tensor([5], device=DEV))
+    ref_w, ref_sel = route(lw, cfg, h.cpu())
+    assert torch.equal(sel[:5].cpu(), ref_sel[:5])
+    assert torch.allclose(w[:5].cpu(), ref_w[:5], rtol=1e-5, atol=1e-7)
+    assert not sel[5:].any() and not w[5:].any()

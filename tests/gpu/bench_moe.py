@@ -1,0 +1,78 @@
+"""The MoE decode kernels alone (engine.kernels.moe_gemv) on one layer of a real-shaped file: routing
+(torch ops vs the two-launch router) and the pair kernels (gate|up, down) at each configuration of
+weight rows per thread (nr) and warps, for 1, 2 and 8 real rows. Each figure is one launch's time from
+20 launches replayed as a CUDA graph (no Python launch cost), and GB/s counts the distinct experts'
+bytes the launch must read.
+
+    python3 tests/gpu/bench_moe.py MODEL [LAYER]
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from engine.block import route as torch_route
+from engine.config import model_config
+from engine.gguf_file import read_gguf
+from engine.kernels import dp4a_gemv, moe_gemv
+from engine.weights import WeightLoader
+
+REPS = 20
+
+
+def timed(fn) -> float:
+    """us per call of fn, from a graph of REPS calls replayed 5 times."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(REPS):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(5):
+        g.replay()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) * 1e3 / (5 * REPS)
+
+
+@torch.inference_mode()
+def main() -> int:
+    gf = read_gguf(sys.argv[1])
+    cfg = model_config(gf)
+    layer = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    lw = WeightLoader(gf, cfg, torch.bfloat16).layer(layer, "cuda:0")
+    d, ff, k = cfg.n_embd, lw.gate_exps.shape[1], cfg.n_expert_used
+    gu_b = (lw.gate_exps.packed.nbytes + lw.up_exps.packed.nbytes) / lw.gate_exps.shape[0]   # one expert's
+    dn_b = lw.down_exps.packed.nbytes / lw.down_exps.shape[0]
+    print(f"layer {layer}: {lw.gate_exps.shape[0]} experts, top {k}, d {d}, ff {ff}, "
+          f"{lw.gate_exps.qtype.name}: gate|up {gu_b / 1e6:.2f} MB, down {dn_b / 1e6:.2f} MB per expert")
+    for rows in (1, 2, 8):
+        t = 16
+        h = torch.randn(t, d, device="cuda:0").to(torch.bfloat16)
+        n = torch.tensor([rows], device="cuda:0")
+        w, sel = moe_gemv.route(lw, cfg, h, n)
+        distinct = len(set(sel[:rows].flatten().tolist()))
+        print(f"\n== {rows} real rows ({distinct} distinct experts)")
+        print(f"  route: torch ops {timed(lambda: torch_route(lw, cfg, h)):.1f} us, "
+              f"two launches {timed(lambda: moe_gemv.route(lw, cfg, h, n)):.1f} us")
+        xq = dp4a_gemv.quantize(h)
+        gq = dp4a_gemv.buffers(t * k, ff, "cuda:0")
+        gu = torch.empty((t * k, 2 * ff), dtype=torch.float32, device="cuda:0")
+        y = torch.empty((t * k, d), dtype=torch.float32, device="cuda:0")
+        G, U, D = lw.gate_exps.packed, lw.up_exps.packed, lw.down_exps.packed
+        for nr, warps in ((1, 4), (1, 2), (1, 1), (1, 8), (2, 4), (2, 2), (2, 1), (4, 4), (4, 2), (4, 1), (8, 1)):
+            a = timed(lambda: moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps))
+            b = timed(lambda: moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps))
+            print(f"  nr {nr} warps {warps}: gate|up {a:6.1f} us ({distinct * gu_b / a / 1e3:5.0f} GB/s)   "
+                  f"down {b:6.1f} us ({distinct * dn_b / b / 1e3:5.0f} GB/s)")
+        print(f"  whole routed(): {timed(lambda: moe_gemv.routed(w, sel, lw, h, n, xq)):.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
