@@ -89,27 +89,34 @@ def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: t
 
 
 def device_experts(lw: LayerWeights, rows: int) -> bool:
-    """Whether a tile of this many rows runs its routed experts on the GPU without the host
-    (engine.kernels.moe_gemv: decode tiles, repacked expert stacks)."""
+    """Whether a tile of this many rows runs its routed experts on the GPU without the host: repacked
+    expert stacks; decode tiles by engine.kernels.moe_gemv (with the int8 decode kernel), prompt tiles by
+    engine.kernels.moe_grouped."""
     if lw.router is None or lw.gate_exps.device.type != "cuda":
         return False
     from engine.kernels import moe_gemv, stream_matmul
 
-    return stream_matmul.takes_q8(rows) and moe_gemv.supports(lw)
+    return (rows > stream_matmul.DECODE_ROWS or stream_matmul.takes_q8(rows)) and moe_gemv.supports(lw)
 
 
 def moe(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor, n_dev: torch.Tensor | None = None,
-        xq=None) -> torch.Tensor:
+        xq=None, residual: torch.Tensor | None = None) -> torch.Tensor:
     """Routed experts, row-invariant: each expert runs its rows through matmuls on tiles of the
     block's own tile size, and each row sums its experts in its own top-k order; then the shared
-    experts (run on every row) are added. GPU decode tiles: all on the device (moe_gemv; n_dev the
-    real row count there, xq h's int8 form where made), float32 out."""
+    experts (run on every row) are added. GPU tiles with repacked experts: all on the device
+    (device_experts; n_dev the real row count there, xq h's int8 form where made), float32 out.
+    residual (float32, only for blocks without shared experts): returns residual + that sum."""
     T = h.shape[0]
     if device_experts(lw, T):
-        from engine.kernels import moe_gemv
+        from engine.kernels import moe_gemv, moe_grouped, stream_matmul
 
-        w, sel = moe_gemv.route(lw, cfg, h, n_dev)
-        return shared_experts(lw, h, moe_gemv.routed(w, sel, lw, h, n_dev, xq))
+        if T <= stream_matmul.DECODE_ROWS:
+            w, sel = moe_gemv.route(lw, cfg, h, n_dev)
+            return shared_experts(lw, h, moe_gemv.routed(w, sel, lw, h, n_dev, xq, residual))
+        w, sel = route(lw, cfg, h)
+        return shared_experts(lw, h, moe_grouped.routed(w, sel, lw, h, n_dev, residual))
+    if residual is not None:
+        return residual + moe(lw, cfg, h).float()
     w, sel = route(lw, cfg, h)
     w = w.to(h.dtype)
     ys = torch.zeros(h.shape[0], cfg.n_expert_used, h.shape[1], dtype=h.dtype, device=h.device)

@@ -61,7 +61,7 @@ class Stage:
 
     def graphed(self, n_rows: int) -> bool:
         """Whether n-row tiles replay a captured graph: every block's work stays on the device (an MoE
-        block's experts are picked on the host except on decode tiles, engine.block.device_experts)."""
+        block's experts are picked on the host where engine.block.device_experts says no)."""
         if n_rows not in self._graphed:
             self._graphed[n_rows] = self.use_graph and all(lw.router is None or device_experts(lw, n_rows)
                                                            for lw in self.layers)

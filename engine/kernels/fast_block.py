@@ -81,6 +81,8 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     if lw.router is not None:           # routed experts (engine.block.moe: on the device for decode tiles)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
         x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
+        if lw.post_ffw_norm is None and lw.gate_shexp is None:
+            return moe(lw, cfg, h, tile.n_dev, q8, residual=x)      # the experts' sum lands on x
         f = moe(lw, cfg, h, tile.n_dev, q8)
         x, _ = fused.residual_norm(x, f.float()[None], 1, lw.post_ffw_norm, None, eps, dt)
         return x

@@ -1,7 +1,8 @@
 """A decode tile's routed experts on the GPU, with no host round trip (issue 12).
 
-The experts of a row are picked on the device (engine.block.route: router logits, scores, top-k and
-weights), then three launches run every (row, expert) pair of the tile's real rows:
+The experts of a row are picked on the device in two launches (`route`: the router's float32 logits,
+then per row engine.block.route's scores, top-k and weights), then three launches run every
+(row, expert) pair of the tile's real rows:
 
 - gate|up: a program per (BN weight rows, pair) reads the pair's expert id from the device and runs
   the int8 decode pass of engine.kernels.dp4a_gemv over that expert's rows of the repacked stack
@@ -10,11 +11,12 @@ weights), then three launches run every (row, expert) pair of the tile's real ro
 - act(gate) * up (engine.kernels.fused.glu) on the pair rows, written with its int8 form.
 - down: the same pass, each pair on its own row of that.
 
-then `_combine_kernel` sums a row's experts in its own top-k order, weighted, in float32. Pairs of rows
-at or past the real count read no expert and give zeros. A pair reads only its row's x and its own
-expert, by the same code whatever the other rows are: the tile is row-invariant, and a pair's
-product is bit-identical to the dense-kernel call on that expert alone (same pass, same plan). The
-tile's work needs no host sync, so MoE stages replay decode tiles as CUDA graphs.
+then `_combine_kernel` sums a row's experts in its own top-k order, weighted, in float32 (onto the
+residual stream where the block adds nothing else). Pairs of rows at or past the real count read no
+expert and give zeros. A pair reads only its row's x and its own expert, by the same code whatever the
+other rows are: the tile is row-invariant. A pair's product is the dense decode kernel's pass on that
+expert (more weight rows per program: PAIR_NR). The tile's work needs no host sync, so MoE stages
+replay decode tiles as CUDA graphs.
 Importing this module imports triton.
 """
 from __future__ import annotations
@@ -64,7 +66,8 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
 
 
 @triton.jit
-def _combine_kernel(y, stride_y, w_ptr, out, D, nreal_ptr, T, TOPK: tl.constexpr, BLOCK: tl.constexpr):
+def _combine_kernel(y, stride_y, w_ptr, res, out, D, nreal_ptr, T, TOPK: tl.constexpr, BLOCK: tl.constexpr,
+                    RES: tl.constexpr):
     r = tl.program_id(0)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = c < D
@@ -74,24 +77,25 @@ def _combine_kernel(y, stride_y, w_ptr, out, D, nreal_ptr, T, TOPK: tl.constexpr
         for j in tl.static_range(TOPK):
             wj = tl.load(w_ptr + r * TOPK + j)
             acc = tl.fma(wj, tl.load(y + (r * TOPK + j).to(tl.int64) * stride_y + c, mask=ok, other=0.0), acc)
+    if RES:
+        acc = tl.load(res + r.to(tl.int64) * D + c, mask=ok, other=0.0) + acc
     tl.store(out + r.to(tl.int64) * D + c, acc, mask=ok)
 
 
 @triton.jit
-def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BE: tl.constexpr, BK: tl.constexpr):
-    """Router logits of row r for experts [BE i, BE i + BE): float32 sums over D in BK steps, fixed order."""
-    i = tl.program_id(0)
-    r = tl.program_id(1)
-    e = i * BE + tl.arange(0, BE)
-    if r < tl.minimum(tl.load(nreal_ptr), T):
-        acc = tl.zeros((BE, BK), dtype=tl.float32)
+def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BK: tl.constexpr):
+    """Router logit of expert e for each real row: float32 sums over D in BK steps, a fixed order; the
+    rows one after another by the same code."""
+    e = tl.program_id(0).to(tl.int64)
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    for r in range(0, M):
+        acc = tl.zeros((BK,), dtype=tl.float32)
         for k0 in range(0, D, BK):
             k = k0 + tl.arange(0, BK)
             x = tl.load(h_ptr + r * D + k, mask=k < D, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + e[:, None].to(tl.int64) * D + k[None, :], mask=(e < E)[:, None] & (k < D)[None, :],
-                        other=0.0).to(tl.float32)
-            acc = tl.fma(w, x[None, :], acc)
-        tl.store(out_ptr + r * E + e, tl.sum(acc, axis=1), mask=e < E)
+            w = tl.load(w_ptr + e * D + k, mask=k < D, other=0.0).to(tl.float32)
+            acc = tl.fma(w, x, acc)
+        tl.store(out_ptr + r * E + e, tl.sum(acc, axis=0))
 
 
 @triton.jit
@@ -137,16 +141,15 @@ def route(lw, cfg, h: torch.Tensor, n_real=None) -> tuple[torch.Tensor, torch.Te
     if n_real is None:
         n_real = torch.full((1,), t, dtype=torch.int32, device=h.device)
     logits = torch.empty((t, ne), dtype=torch.float32, device=h.device)
-    be = 8
-    _logits_kernel[(triton.cdiv(ne, be), t)](h, lw.router.dense_weight(), logits, n_real, t, ne, d, BE=be,
-                                             BK=256, num_warps=4, **NO_FUSION)
+    _logits_kernel[(ne,)](h, lw.router.dense_weight(), logits, n_real, t, ne, d,
+                          BK=min(2048, triton.next_power_of_2(d)), num_warps=4, **NO_FUSION)
     w = torch.empty((t, topk), dtype=torch.float32, device=h.device)
     sel = torch.empty((t, topk), dtype=torch.int64, device=h.device)
     sigmoid = cfg.gating == "sigmoid"
     _topk_kernel[(t,)](logits, lw.exp_probs_b if sigmoid else logits, w, sel, n_real, t, ne,
                        float(cfg.expert_weights_scale), TOPK=topk, KP=triton.next_power_of_2(topk),
                        BE=triton.next_power_of_2(ne), SIGMOID=sigmoid, NORM=bool(cfg.expert_weights_norm),
-                       num_warps=4)
+                       num_warps=1 if ne <= 256 else 4)
     return w, sel
 
 
@@ -164,31 +167,35 @@ def _planes(p) -> tuple:
             p.codes.shape[1] * p.codes.element_size() // 4, p.scales[0].numel(), sub[0].numel())
 
 
-# weight rows per thread and warps per program of the pair kernel (a function of the shape only: any
-# value gives a row the same arithmetic); measured in tests/gpu/bench_moe.py
-PAIR_NR = int(os.environ.get("STRATA_MOE_NR", "16" if INTERPRET else "1"))
+# weight rows per thread and warps per program of the pair kernel: fixed, so every pair is computed by
+# the same code. H200, qwen3-30b-a3b layer (tests/gpu/bench_moe.py): 1 row gate|up 15.6 us + down 8.6 us
+# at nr 4, 4 warps (932 / 844 GB/s) against 33.6 + 23.1 at nr 1 (the dense kernel's); 8 rows 74.7 + 31.9
+# against 56.9 + 37.6
+PAIR_NR = int(os.environ.get("STRATA_MOE_NR", "16" if INTERPRET else "4"))
 PAIR_WARPS = int(os.environ.get("STRATA_MOE_WARPS", str(WARPS)))
 
 
 def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int, k: int,
-           part: torch.Tensor, nr: int | None = None, warps: int | None = None) -> None:
-    """part[pair, :] = x[row] @ expert(sel[pair]) rows of a (then of b where given): see _pair_kernel."""
+           part: torch.Tensor, nr: int | None = None, warps: int | None = None):
+    """part[pair, :] = x[row] @ expert(sel[pair]) rows of a (then of b where given): see _pair_kernel.
+    Returns the launched kernel (its n_regs, n_spills)."""
     nr, warps = nr or PAIR_NR, warps or PAIR_WARPS
     bn, lanes = plan(a.kind, ne, k, warps, nr)
     npa = triton.cdiv(ne, bn)
     ca, sa, ba, cw, sw, bw = _planes(a)
     cb, sb, bb = _planes(b if b is not None else a)[:3]
     topk = sel.shape[1]
-    _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
+    return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
         EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
 
 
-def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None) -> torch.Tensor:
+def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
     """sum_j w[r, j] * expert_{sel[r, j]}(h[r]) for the tile's rows [T, D] float32 (rows at or past the
-    device count n_real hold zeros). w float32 [T, k], sel [T, k] from engine.block.route; xq: h's int8
-    form where the kernel that made h wrote it (dp4a_gemv.buffers)."""
+    device count n_real hold zeros), added to residual [T, D] float32 where given. w float32 [T, k],
+    sel [T, k] from `route`; xq: h's int8 form where the kernel that made h wrote it (dp4a_gemv.buffers)."""
     t, d = h.shape
     topk = sel.shape[1]
     ff = lw.gate_exps.shape[1]
@@ -202,8 +209,19 @@ def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
     fused.glu(gu[None], 1, ff, False, h.dtype, gq)
     y = torch.empty((t * topk, d), dtype=torch.float32, device=h.device)
     _pairs(gq, True, n_real, t, sel, lw.down_exps.packed, None, d, ff, y)
-    out = torch.empty((t, d), dtype=torch.float32, device=h.device)
+    return combine(y, w, t, d, topk, n_real, residual)
+
+
+def combine(y: torch.Tensor, w: torch.Tensor, t: int, d: int, topk: int, n_real=None,
+            residual: torch.Tensor | None = None) -> torch.Tensor:
+    """[T, D] float32: row r = (residual[r] +) sum_j w[r, j] * y[r * k + j], j in order; rows at or
+    past the device count n_real: zeros (or the residual)."""
+    if n_real is None:
+        n_real = torch.full((1,), t, dtype=torch.int32, device=y.device)
+    out = torch.empty((t, d), dtype=torch.float32, device=y.device)
     block = min(1024, triton.next_power_of_2(d))
-    _combine_kernel[(t, triton.cdiv(d, block))](y, y.stride(0), w.float().contiguous(), out, d, n_real, t,
-                                               TOPK=topk, BLOCK=block, num_warps=4, **NO_FUSION)
+    res = residual.contiguous() if residual is not None else out
+    _combine_kernel[(t, triton.cdiv(d, block))](y, y.stride(0), w.float().contiguous(), res, out, d, n_real, t,
+                                               TOPK=topk, BLOCK=block, RES=residual is not None, num_warps=4,
+                                               **NO_FUSION)
     return out

@@ -191,26 +191,32 @@ def test_quant_linear_k_tails(kernels, k):
     assert rel_err(qm.dense_linear(xd, dense), xd.double() @ dense.double().T) < 1e-6
 
 
-def test_moe_block_decode_tile_on_the_device(kernels, synthetic, monkeypatch):
-    """A qwen3moe block's decode tile with repacked expert stacks runs its routed experts on the device
-    (engine.kernels.moe_gemv): close to the experts picked on the host from the GGUF bytes, and a row
-    does not depend on the other rows, their count or its place."""
+def test_moe_block_tiles_on_the_device(kernels, synthetic, monkeypatch):
+    """A qwen3moe block with repacked expert stacks runs its routed experts on the device: decode tiles
+    by engine.kernels.moe_gemv, prompt tiles (over 16 rows) by engine.kernels.moe_grouped; both close to
+    the experts picked on the host from the GGUF bytes, and a decode row does not depend on the other
+    rows, their count or its place."""
     import engine.block as block
 
     if not GPU:          # the interpreter: the device path by its condition, not by the tensors' device
         monkeypatch.setattr(block, "device_experts", lambda lw, rows: lw.router is not None and
-                            lw.gate_exps.packed is not None and rows <= 16)
+                            lw.gate_exps.packed is not None)
     fb = kernels["fast_block"]
     cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "qwen3moe", "Q4_K")
     assert fb.supports(cfg, lw)
     if not GPU:          # the router through its GPU kernel too (torch's CPU matmul is not row-invariant)
         lw.router.linear = lambda h, tile=None, n_dev=None: lw.router.triton_linear(h)
+    rows32 = [(i % 3, 40 + i) for i in range(32)]
+    x32 = torch.randn(32, cfg.n_embd, generator=torch.Generator().manual_seed(5)).to(DEV)
     ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    ref32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)
     for m in (lw.wq, lw.wk, lw.wv, lw.wo, lw.gate_exps, lw.up_exps, lw.down_exps):
         assert m.repack(on_cpu=True)
     from engine.weights import stack_packed
     lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
-    assert block.device_experts(lw, 16) and not block.device_experts(lw, 128)
+    assert block.device_experts(lw, 16) and block.device_experts(lw, 128)
     out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
     assert rel_err(out, ref) < 5e-3                                       # x rounded to int8
+    out32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)
+    assert rel_err(out32, ref32) < 1e-5
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, [(16, 7), (9, 2), (1, 0), (16, 15)])

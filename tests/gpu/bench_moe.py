@@ -15,7 +15,7 @@ import torch
 from engine.block import route as torch_route
 from engine.config import model_config
 from engine.gguf_file import read_gguf
-from engine.kernels import dp4a_gemv, moe_gemv
+from engine.kernels import dp4a_gemv, moe_gemv, moe_grouped
 from engine.weights import WeightLoader
 
 REPS = 20
@@ -65,12 +65,24 @@ def main() -> int:
         gu = torch.empty((t * k, 2 * ff), dtype=torch.float32, device="cuda:0")
         y = torch.empty((t * k, d), dtype=torch.float32, device="cuda:0")
         G, U, D = lw.gate_exps.packed, lw.up_exps.packed, lw.down_exps.packed
-        for nr, warps in ((1, 4), (1, 2), (1, 1), (1, 8), (2, 4), (2, 2), (2, 1), (4, 4), (4, 2), (4, 1), (8, 1)):
+        for nr, warps in ((1, 4), (2, 4), (4, 4), (4, 8), (8, 4), (8, 2), (4, 2), (16, 1), (8, 1), (2, 8)):
+            ka = moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps)
+            kb = moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps)
             a = timed(lambda: moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps))
             b = timed(lambda: moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps))
-            print(f"  nr {nr} warps {warps}: gate|up {a:6.1f} us ({distinct * gu_b / a / 1e3:5.0f} GB/s)   "
-                  f"down {b:6.1f} us ({distinct * dn_b / b / 1e3:5.0f} GB/s)")
+            print(f"  nr {nr:2d} warps {warps}: gate|up {a:6.1f} us ({distinct * gu_b / a / 1e3:5.0f} GB/s, "
+                  f"{ka.n_regs} regs, {ka.n_spills} spills)   down {b:6.1f} us ({distinct * dn_b / b / 1e3:5.0f} GB/s, "
+                  f"{kb.n_regs} regs)")
         print(f"  whole routed(): {timed(lambda: moe_gemv.routed(w, sel, lw, h, n, xq)):.1f} us")
+    for t in (128,):                     # a prompt tile: torch routing, then the grouped kernels
+        h = torch.randn(t, d, device="cuda:0").to(torch.bfloat16)
+        n = torch.tensor([t], device="cuda:0")
+        w, sel = torch_route(lw, cfg, h)
+        distinct = len(set(sel.flatten().tolist()))
+        us = timed(lambda: moe_grouped.routed(w, sel, lw, h, n))
+        print(f"\n== prompt tile of {t} rows ({distinct} distinct experts): grouped routed() {us:.1f} us "
+              f"({distinct * (gu_b + dn_b) / us / 1e3:.0f} GB/s of distinct experts, "
+              f"{t / us * 1e6 / cfg.n_layers:,.0f} rows/s over {cfg.n_layers} such layers)")
     return 0
 
 

@@ -1,0 +1,120 @@
+"""A prompt tile's routed experts on the GPU: the (row, expert) pairs grouped by expert and multiplied on
+tensor cores, with no host round trip (issue 12, item 3).
+
+The tile's pairs (row r's j-th expert is pair r * k + j) are sorted by expert on the device (a stable
+sort: within an expert, pairs keep their order) and cut into blocks of 16 pairs of one expert; a block
+table (expert, first pair, pairs) comes from cumulative counts and a search, all device ops of fixed
+shape. Then, as for the decode tile (engine.kernels.moe_gemv), three launches: gate|up, act(gate) * up
+(engine.kernels.fused.glu), down; each a program per (block, BN weight rows) running the prompt kernel's
+256-value chunks (engine.kernels.stream_matmul._chunk_dot: dequantized weights on the tensor cores,
+float32 sums) over the block's 16 gathered x rows and its expert's rows of the repacked stack. A pair's
+product depends only on its x row and its expert, whatever pairs share its block (the 16-row tensor-core
+tile of the dense prompt kernel), so prompt rows are row-invariant as dense ones. Rows at or past the real
+count (a device scalar) join no block. The sum of a row's experts in its top-k order is moe_gemv's.
+Importing this module imports triton.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from engine.kernels import fused
+from engine.kernels.moe_gemv import combine
+from engine.kernels.stream_matmul import _chunk_dot
+
+BM = tl.constexpr(16)
+BN = 32
+
+
+@triton.jit
+def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_ptr, blk_e_ptr,
+                  blk_first_ptr, blk_rows_ptr, E, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE,
+                  part, stride_pm, K, cw, sw, bw, KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
+    b = tl.program_id(0)
+    i = tl.program_id(1)
+    e = tl.load(blk_e_ptr + b)
+    if e < E:
+        in_b = i >= NPA
+        n = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+        n_ok = n < NE
+        q = tl.arange(0, BM)
+        m_ok = q < tl.load(blk_rows_ptr + b)
+        pair = tl.load(order_ptr + tl.load(blk_first_ptr + b) + q, mask=m_ok, other=0)
+        if PER_PAIR:
+            m = pair
+        else:
+            m = pair // TOPK
+        first = e.to(tl.int64) * NE                    # the expert's first weight row
+        if in_b:
+            codes = codes_b + first * cw
+            scales = scales_b + first * sw
+            sub = sub_b + first * bw
+        else:
+            codes = codes_a + first * cw
+            scales = scales_a + first * sw
+            sub = sub_a + first * bw
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for c in range(0, tl.cdiv(K, 256)):
+            acc = _chunk_dot(acc, x_ptr, stride_xm, m.to(tl.int64), m_ok, codes, scales, sub, n, n_ok, c, K,
+                             KIND, BN, IEEE)
+        col = n + tl.where(in_b, NE, 0)
+        out = part + pair.to(tl.int64)[:, None] * stride_pm + col[None, :]
+        tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
+
+
+def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None):
+    """(order, expert, first, rows) of the blocks of 16 pairs of one expert: `order` the pair indices
+    sorted by expert (stable); block b holds order[first[b]: first[b] + rows[b]] of expert[b];
+    expert[b] == n_experts marks an unused block (there are P / 16 + n_experts of them in all)."""
+    t, topk = sel.shape
+    p = t * topk
+    flat = sel.reshape(-1)
+    if n_real is not None:                            # pairs of padding rows: an expert nobody has
+        flat = torch.where(torch.arange(p, device=sel.device) // topk < n_real.reshape(()), flat, n_experts)
+    order = torch.sort(flat, stable=True).indices
+    counts = torch.zeros(n_experts + 1, dtype=torch.long, device=sel.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    counts = counts[:n_experts]
+    starts = torch.cumsum(counts, 0) - counts
+    nb = (counts + 15) // 16
+    bend = torch.cumsum(nb, 0)
+    b = torch.arange(triton.cdiv(p, 16) + n_experts, device=sel.device)
+    e = torch.searchsorted(bend, b, right=True)        # n_experts past the last used block
+    ec = e.clamp(max=n_experts - 1)
+    k = b - (bend[ec] - nb[ec])                       # the block's index within its expert
+    first = starts[ec] + 16 * k
+    rows = (counts[ec] - 16 * k).clamp(0, 16)
+    return order, e, first, rows
+
+
+def _planes(p) -> tuple:
+    sub = p.sub if p.sub is not None else p.scales
+    return p.codes, p.scales, sub, p.codes.shape[1], p.scales[0].numel(), sub[0].numel()
+
+
+def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a, b, ne: int,
+             part: torch.Tensor) -> None:
+    order, e, first, rows = tab
+    npa = triton.cdiv(ne, BN)
+    ca, sa, ba, cw, sw, bw = _planes(a)
+    cb, sb, bb = _planes(b if b is not None else a)[:3]
+    _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
+        x, x.stride(0), per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
+        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=BN, IEEE=x.dtype == torch.float32, num_warps=4)
+
+
+def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """moe_gemv.routed's function for prompt tiles (any row count): [T, D] float32."""
+    t, d = h.shape
+    topk = sel.shape[1]
+    ne_all, ff = lw.gate_exps.shape[0], lw.gate_exps.shape[1]
+    h = h.contiguous()
+    tab = blocks(sel, ne_all, n_real)
+    gu = torch.zeros((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
+    _grouped(h, False, topk, tab, ne_all, lw.gate_exps.packed, lw.up_exps.packed, ff, gu)
+    g = fused.glu(gu[None], 1, ff, False, h.dtype)
+    y = torch.zeros((t * topk, d), dtype=torch.float32, device=h.device)
+    _grouped(g, True, topk, tab, ne_all, lw.down_exps.packed, None, d, y)
+    return combine(y, w, t, d, topk, n_real, residual)
