@@ -26,7 +26,10 @@ from engine.model_info import INT4_PARTS, cpu_matrix_bytes, layer_bytes, model_i
 from engine.weights import WeightLoader
 
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
-              "cuda": TileSizes(prompt=128, decode=16, chunk=256)}
+              "cuda": TileSizes(prompt=128, decode=16, chunk=256),
+              # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
+              # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window
+              "cuda-moe": TileSizes(prompt=512, decode=16, chunk=512)}
 
 
 @dataclass
@@ -243,7 +246,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
                      "drafts), so each proposal costs about one more decode row; drafts save time on GPU stages")
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
-    pipeline = Pipeline(stages, TILE_SIZES["cuda" if any(d.startswith("cuda") for d in devices) else "cpu"], threads)
+    kind = "cuda" if any(d.startswith("cuda") for d in devices) else "cpu"
+    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads)
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls

@@ -13,13 +13,15 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels.fused import _q8
+
 BLOCK_N = 64
 
 
 @triton.jit
 def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, stride_qt, stride_qh, stride_ks,
-                 stride_kc, stride_kh, stride_ot, stride_oh, window, scale, G: tl.constexpr, HD: tl.constexpr,
-                 BN: tl.constexpr, HAS_N: tl.constexpr):
+                 stride_kc, stride_kh, stride_ot, stride_oh, window, scale, q8_ptr, ds_ptr, G: tl.constexpr,
+                 HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, Q8: tl.constexpr):
     t = tl.program_id(0)
     h = tl.program_id(1)
     kvh = h // G
@@ -51,22 +53,28 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
             l = l * alpha + tl.sum(p, axis=0)
             acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
             m = m_new
-        tl.store(o_ptr + o_off, (acc / l).to(o_ptr.dtype.element_ty))
+        y = acc / l
     else:                               # a padding row of a tile: zeros, no keys read
-        tl.store(o_ptr + o_off, tl.zeros((HD,), tl.float32).to(o_ptr.dtype.element_ty))
+        y = tl.zeros((HD,), tl.float32)
+    tl.store(o_ptr + o_off, y.to(o_ptr.dtype.element_ty))
+    if Q8:                              # the int8 form of this head's part of the row (out contiguous)
+        _q8(y, o_ptr, q8_ptr, ds_ptr, t, tl.num_programs(1) * HD, h * HD, HD)
 
 
 def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
                    pos: torch.Tensor, window: int, scale: float, out_dtype=torch.float32,
-                   n_real: torch.Tensor | None = None) -> torch.Tensor:
+                   n_real: torch.Tensor | None = None, q8=None) -> torch.Tensor:
     """q [T, H, hd]; caches [slots, ctx, kvh, hd]; slot/pos [T] -> [T, H, hd] in out_dtype (float32).
-    n_real (a device scalar): rows from there on are padding and get zeros."""
+    n_real (a device scalar): rows from there on are padding and get zeros. q8: (q, ds) buffers
+    (engine.kernels.dp4a_gemv.buffers for [T, H * hd]) that also get the output's int8 form (hd a
+    multiple of 32), the input of the int8 decode matmul."""
     T, H, hd = q.shape
     kvh = k_cache.shape[2]
     q = q.contiguous()
     out = torch.empty((T, H, hd), dtype=out_dtype, device=q.device)
     _attn_kernel[(T, H)](q, k_cache, v_cache, out, slot, pos, n_real if n_real is not None else slot,
                          q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-                         out.stride(0), out.stride(1), int(window), float(scale), G=H // kvh, HD=hd, BN=BLOCK_N,
-                         HAS_N=n_real is not None, num_warps=4)
+                         out.stride(0), out.stride(1), int(window), float(scale),
+                         q8[0] if q8 is not None else out, q8[1] if q8 is not None else out, G=H // kvh, HD=hd,
+                         BN=BLOCK_N, HAS_N=n_real is not None, Q8=q8 is not None, num_warps=4)
     return out

@@ -6,7 +6,7 @@ run their routed experts (engine.block.moe) between the same attention and resid
     -> sum + act * up -> down matmul -> sum + residual (+ post norm)
 
 On decode tiles the int8 matmul (engine.kernels.dp4a_gemv) reads its x rounded to int8: rms_norm,
-residual_norm and glu write that form beside their output, and wo's input is quantized by its own launch.
+residual_norm, the attention kernel and glu write that form beside their output.
 
 The matmuls leave split-K partial sums (engine.kernels.quant_matmul.matmul_parts); the kernel after
 each one adds them in a fixed order as it reads them (engine.kernels.fused). Every kernel works row
@@ -75,9 +75,10 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
+    q8 = _q8(T, cfg.n_heads * cfg.head_dim, [lw.wo], x.device) if cfg.head_dim % 32 == 0 else None
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
-                       tile.n_dev)
-    part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev)
+                       tile.n_dev, q8)
+    part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev, q8)
     if lw.router is not None:           # routed experts (engine.block.moe: on the device for decode tiles)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
         x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)

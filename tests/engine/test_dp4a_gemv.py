@@ -120,3 +120,11 @@ def test_row_kernels_write_the_same_int8_x_as_quantize(dg):
     gu = torch.randn(1, 3, 192, generator=gen).to(DEV)
     q8 = dg.buffers(3, 96, DEV)
     same(fused.glu(gu, 1, 96, False, torch.float32, q8), q8)
+    attention = importlib.import_module("engine.kernels.attention")     # 4 heads of 32, 2 real rows of 3
+    q = torch.randn(3, 4, 32, generator=gen).to(DEV)
+    kc, vc = (torch.randn(2, 16, 2, 32, generator=gen).to(DEV) for _ in range(2))
+    q8 = dg.buffers(3, 128, DEV)
+    a = attention.tile_attention(q, kc, vc, torch.tensor([0, 1, 1], device=DEV), torch.tensor([5, 9, 0], device=DEV),
+                                 0, 0.2, torch.bfloat16, torch.tensor([2], device=DEV), q8)
+    assert not a[2].any()
+    same(a.reshape(3, 128), q8)
