@@ -1,10 +1,11 @@
 """Where a decode tile's time goes on the GPU: one stage's captured graph replayed under torch.profiler.
 
-    python3 tests/gpu/profile_stage.py MODEL [REAL_ROWS ...]
+    python3 tests/gpu/profile_stage.py MODEL [REAL_ROWS ...] [prompt]
 
 Loads MODEL on cuda:0, then for each count of real rows (default 1 and 8) replays the 16-row decode
 tile's graph 20 times: prints the replay time (CUDA events), the GPU time per kernel name (sum over the
-replays / 20) and what the kernels leave idle between them (replay time - kernel time).
+replays / 20) and what the kernels leave idle between them (replay time - kernel time). `prompt`: the
+prompt tile instead, all rows real, one slot's positions 0, 1, ... (the first tile of a prompt).
 """
 from __future__ import annotations
 
@@ -23,14 +24,15 @@ REPS = 20
 @torch.inference_mode()
 def main() -> int:
     model = sys.argv[1]
-    counts = [int(a) for a in sys.argv[2:]] or [1, 8]
+    prompt = "prompt" in sys.argv[2:]
+    counts = [int(a) for a in sys.argv[2:] if a != "prompt"] or [1, 8]
     lm = load_model(EngineConfig(model=model, devices="cuda:0", parallel=16, ctx=1024))
     stage = lm.pipeline.stages[0]
-    rows = lm.pipeline.tiles.decode
-    for n_real in counts:
+    rows = lm.pipeline.tiles.prompt if prompt else lm.pipeline.tiles.decode
+    for n_real in [rows] if prompt else counts:
         x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
-        slot = torch.arange(rows, device="cuda:0")
-        pos = torch.full((rows,), 100, device="cuda:0")
+        slot = torch.zeros(rows, dtype=torch.long, device="cuda:0") if prompt else torch.arange(rows, device="cuda:0")
+        pos = torch.arange(rows, device="cuda:0") if prompt else torch.full((rows,), 100, device="cuda:0")
         tile = Tile(slot, pos, n_real)
         for _ in range(3):
             stage.forward(x, tile)
@@ -54,7 +56,7 @@ def main() -> int:
                 kern[name] = kern.get(name, 0.0) + e.device_time / REPS
                 count[name] = count.get(name, 0) + 1
         total = sum(kern.values())
-        print(f"\n== {n_real} real rows of {rows}: {lm.cfg.n_layers} layers, replay {per:.0f} us, "
+        print(f"\n== {'prompt tile: ' if prompt else ''}{n_real} real rows of {rows}: {lm.cfg.n_layers} layers, replay {per:.0f} us, "
               f"kernels {total:.0f} us, "
               f"idle between kernels {per - total:.0f} us, {sum(count.values()) // REPS} kernels per replay")
         for name, us in sorted(kern.items(), key=lambda kv: -kv[1])[:14]:
