@@ -42,11 +42,11 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
     pair = tl.program_id(1)
     r = pair // TOPK
     M = tl.minimum(tl.load(nreal_ptr), T)
-    in_b = i >= NPA
+    e = tl.load(sel_ptr + pair).to(tl.int64) * NE            # the expert's first weight row (read beside M:
+    in_b = i >= NPA                                          # sel is written for every row of the tile)
     n_loc = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
     out = part + pair.to(tl.int64) * stride_pm + tl.where(in_b, NE, 0)
     if r < M:
-        e = tl.load(sel_ptr + pair).to(tl.int64) * NE        # the expert's first weight row
         if in_b:
             codes = codes_b + e * cw
             scales = scales_b + e * sw

@@ -2,18 +2,20 @@
 tensor cores, with no host round trip (issue 12, item 3).
 
 The tile's pairs (row r's j-th expert is pair r * k + j) are sorted by expert on the device (a stable
-sort: within an expert, pairs keep their order) and cut into blocks of 16 pairs of one expert; a block
+sort: within an expert, pairs keep their order) and cut into blocks of GROUP_BM pairs of one expert; a block
 table (expert, first pair, pairs) comes from cumulative counts and a search, all device ops of fixed
 shape. Then, as for the decode tile (engine.kernels.moe_gemv), three launches: gate|up, act(gate) * up
 (engine.kernels.fused.glu), down; each a program per (block, BN weight rows) running the prompt kernel's
 256-value chunks (engine.kernels.stream_matmul._chunk_dot: dequantized weights on the tensor cores,
-float32 sums) over the block's 16 gathered x rows and its expert's rows of the repacked stack. A pair's
-product depends only on its x row and its expert, whatever pairs share its block (the 16-row tensor-core
-tile of the dense prompt kernel), so prompt rows are row-invariant as dense ones. Rows at or past the real
+float32 sums) over the block's gathered x rows and its expert's rows of the repacked stack. A pair's
+product depends only on its x row and its expert, whatever pairs share its block (as a row of the dense
+prompt kernel's tensor-core tile), so prompt rows are row-invariant as dense ones. Rows at or past the real
 count (a device scalar) join no block. The sum of a row's experts in its top-k order is moe_gemv's.
 Importing this module imports triton.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -23,14 +25,17 @@ from engine.kernels import fused
 from engine.kernels.moe_gemv import combine
 from engine.kernels.stream_matmul import _chunk_dot
 
-BM = tl.constexpr(16)
+# pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
+# per program; fixed for the run
+GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "16"))
 BN = 32
 
 
 @triton.jit
 def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_ptr, blk_e_ptr,
                   blk_first_ptr, blk_rows_ptr, E, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE,
-                  part, stride_pm, K, cw, sw, bw, KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
+                  part, stride_pm, K, cw, sw, bw, KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr,
+                  BM: tl.constexpr):
     b = tl.program_id(0)
     i = tl.program_id(1)
     e = tl.load(blk_e_ptr + b)
@@ -63,10 +68,10 @@ def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, 
         tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
-def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None):
-    """(order, expert, first, rows) of the blocks of 16 pairs of one expert: `order` the pair indices
+def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: int = 16):
+    """(order, expert, first, rows) of the blocks of bm pairs of one expert: `order` the pair indices
     sorted by expert (stable); block b holds order[first[b]: first[b] + rows[b]] of expert[b];
-    expert[b] == n_experts marks an unused block (there are P / 16 + n_experts of them in all)."""
+    expert[b] == n_experts marks an unused block (there are P / bm + n_experts of them in all)."""
     t, topk = sel.shape
     p = t * topk
     flat = sel.reshape(-1)
@@ -77,14 +82,14 @@ def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None):
     counts.scatter_add_(0, flat, torch.ones_like(flat))
     counts = counts[:n_experts]
     starts = torch.cumsum(counts, 0) - counts
-    nb = (counts + 15) // 16
+    nb = (counts + bm - 1) // bm
     bend = torch.cumsum(nb, 0)
-    b = torch.arange(triton.cdiv(p, 16) + n_experts, device=sel.device)
+    b = torch.arange(triton.cdiv(p, bm) + n_experts, device=sel.device)
     e = torch.searchsorted(bend, b, right=True)        # n_experts past the last used block
     ec = e.clamp(max=n_experts - 1)
     k = b - (bend[ec] - nb[ec])                       # the block's index within its expert
-    first = starts[ec] + 16 * k
-    rows = (counts[ec] - 16 * k).clamp(0, 16)
+    first = starts[ec] + bm * k
+    rows = (counts[ec] - bm * k).clamp(0, bm)
     return order, e, first, rows
 
 
@@ -101,7 +106,7 @@ def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a,
     cb, sb, bb = _planes(b if b is not None else a)[:3]
     _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
         x, x.stride(0), per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
-        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=BN, IEEE=x.dtype == torch.float32, num_warps=4)
+        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=BN, IEEE=x.dtype == torch.float32, BM=GROUP_BM, num_warps=4)
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
@@ -111,7 +116,7 @@ def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
     topk = sel.shape[1]
     ne_all, ff = lw.gate_exps.shape[0], lw.gate_exps.shape[1]
     h = h.contiguous()
-    tab = blocks(sel, ne_all, n_real)
+    tab = blocks(sel, ne_all, n_real, GROUP_BM)
     gu = torch.zeros((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
     _grouped(h, False, topk, tab, ne_all, lw.gate_exps.packed, lw.up_exps.packed, ff, gu)
     g = fused.glu(gu[None], 1, ff, False, h.dtype)

@@ -1,6 +1,6 @@
 """Triton matmul of activations by weights in the streaming layout (engine.kernels.packed).
 
-part[s, M, N] = x[M, K-range s] @ W[N, K-range s].T. One program owns 16 rows x BN weight rows and
+part[s, M, N] = x[M, K-range s] @ W[N, K-range s].T. One program owns MMA_BM rows x BN weight rows and
 one fixed range of K (split-K in S parts), walked in chunks of 256 values in a fixed order: for each
 chunk it loads the BN rows' codes as one aligned run per row (128 bytes of nibbles, or 256 of int8),
 their compact scales, dequantizes in float32 with engine.quant's formulas, rounds to the activation
@@ -9,7 +9,7 @@ dtype and multiplies on the tensor cores with float32 accumulation. 4-bit codes 
 interleaving the nibbles the kernel loads x in that order.
 
 Row invariance by construction: the configuration (BN, S, warps, pipelining depth) is a function of
-N, K and the type only (`plan`), the row tile is always 16, a row's sums read only that row of x, and
+N, K and the type only (`plan`), the row tile is always MMA_BM, a row's sums read only that row of x, and
 the K order is fixed; so a row's result is bit-identical whatever the other rows are and however
 many there are. No atomics. Partial sums are added in order by the consumer (engine.kernels.fused).
 Importing this module imports triton: import it lazily.
@@ -24,8 +24,11 @@ import triton.language as tl
 
 from engine.kernels.packed import Packed
 
-BM = tl.constexpr(16)
 CHUNK = 256
+# rows per program of the prompt (tensor-core) kernel: each program dequantizes its BN weight rows once for
+# this many x rows, so larger is less dequantizing per row; fixed for the run (a prompt row is always in
+# such a block; a row's tensor-core sums do not depend on the block's other rows)
+MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
 
 
 @triton.jit
@@ -104,8 +107,8 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
 
 @triton.jit
 def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_ps, stride_pm, CPS,
-               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
-    """Program (i, j, s): rows i*16.., weight rows j*BN.., chunks [s*CPS, s*CPS + CPS) in order."""
+               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr):
+    """Program (i, j, s): rows i*BM.., weight rows j*BN.., chunks [s*CPS, s*CPS + CPS) in order."""
     m = tl.program_id(0) * BM + tl.arange(0, BM)
     n = tl.program_id(1) * BN + tl.arange(0, BN)
     s = tl.program_id(2)
@@ -309,10 +312,10 @@ def launch_gemv(x: torch.Tensor, n_real: torch.Tensor, w: Packed, part: torch.Te
 
 def launch(x: torch.Tensor, w: Packed, part: torch.Tensor, bn: int, s: int, cps: int, warps: int = WARPS,
            stages: int = STAGES) -> None:
-    grid = (triton.cdiv(x.shape[0], 16), triton.cdiv(w.n, bn), s)
+    grid = (triton.cdiv(x.shape[0], MMA_BM), triton.cdiv(w.n, bn), s)
     _mm_kernel[grid](x, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, x.shape[0], w.n, w.k,
                      x.stride(0), part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn,
-                     IEEE=x.dtype == torch.float32, num_warps=warps, num_stages=stages)
+                     IEEE=x.dtype == torch.float32, BM=MMA_BM, num_warps=warps, num_stages=stages)
 
 
 def sum_parts(part: torch.Tensor, s: int) -> torch.Tensor:
