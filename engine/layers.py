@@ -54,9 +54,9 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     row to the last `window` positions (sliding-window layers). Returns [T, H, hd].
     """
     if q.is_cuda:
-        from engine.kernels.attention import attend
+        from engine.kernels.attention import tile_attention
 
-        return attend(q, k_cache, v_cache, slot, pos, window, scale).to(q.dtype)
+        return tile_attention(q, k_cache, v_cache, slot, pos, window, scale).to(q.dtype)
     T, H, hd = q.shape
     if T == 1:
         return _one_row_attention(q, k_cache, v_cache, int(slot[0]), int(pos[0]), window, scale)

@@ -1,15 +1,11 @@
 """Triton attention for one tile of rows over the slot KV cache (GPU path of engine.layers.attention).
 
-Decode tiles (`tile_attention`): one program per (row, head): it walks its own slot's keys from the window start to its own position
+One program per (row, head): it walks its own slot's keys from the window start to its own position
 in fixed blocks with an online softmax in float32 (a version with one program per KV head for its group
 of query heads was 2x slower on an H200 at 1 real row: fewer programs, 2026-12-01). Padding rows past
 the tile's real count (a device scalar) write zeros and read no keys. Nothing depends on the other rows, so the result
 is row-invariant by construction, and nothing needs the host: the loop bounds are read on the device,
 which keeps the stage forward free of host syncs (and capturable in a CUDA graph).
-
-Prompt tiles (`prompt_attention`, rows with many keys each): one program per (row, KV head) with the
-head group's queries together, each key block loaded once for the group; row-invariant the same way.
-`attend` picks by the tile's size.
 """
 from __future__ import annotations
 
@@ -18,10 +14,8 @@ import triton
 import triton.language as tl
 
 from engine.kernels.fused import _q8
-from engine.kernels.stream_matmul import DECODE_ROWS
 
 BLOCK_N = 64
-PROMPT_BLOCK_N = 32
 
 
 @triton.jit
@@ -84,77 +78,3 @@ def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
                          q8[0] if q8 is not None else out, q8[1] if q8 is not None else out, G=H // kvh, HD=hd,
                          BN=BLOCK_N, HAS_N=n_real is not None, Q8=q8 is not None, num_warps=4)
     return out
-
-
-@triton.jit
-def _prompt_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, stride_qt, stride_qh, stride_ks,
-                        stride_kc, stride_kh, stride_ot, stride_oh, window, scale, G: tl.constexpr,
-                        GP: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr):
-    """Program (row t, KV head g): the G query heads of g together, so each block of keys and values is
-    loaded once for all of them; scores and the value sums as float32 dot products (no tf32)."""
-    t = tl.program_id(0)
-    g = tl.program_id(1)
-    i = tl.arange(0, GP)                   # query heads g*G + i, i < G
-    d = tl.arange(0, HD)
-    hok = i < G
-    o_off = t * stride_ot + (g * G + i)[:, None] * stride_oh + d[None, :]
-    real = True
-    if HAS_N:
-        real = t < tl.load(nreal_ptr)
-    if real:
-        slot = tl.load(slot_ptr + t).to(tl.int64)
-        pos = tl.load(pos_ptr + t).to(tl.int32)
-        q = tl.load(q_ptr + t * stride_qt + (g * G + i)[:, None] * stride_qh + d[None, :], mask=hok[:, None],
-                    other=0.0).to(tl.float32) * scale
-        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        start = (lo // BN) * BN
-        base = slot * stride_ks + g * stride_kh
-        m = tl.full((GP,), float("-inf"), tl.float32)
-        l = tl.zeros((GP,), tl.float32)
-        acc = tl.zeros((GP, HD), tl.float32)
-        for s in range(start, pos + 1, BN):
-            n = s + tl.arange(0, BN)
-            ok = (n <= pos) & (n >= lo)
-            off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-            k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-            sc = tl.dot(q, tl.trans(k), input_precision="ieee")
-            sc = tl.where(ok[None, :], sc, float("-inf"))
-            m_new = tl.maximum(m, tl.max(sc, axis=1))
-            p = tl.exp(sc - m_new[:, None])
-            alpha = tl.exp(m - m_new)
-            v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-            l = l * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-            m = m_new
-        y = acc / l[:, None]
-    else:
-        y = tl.zeros((GP, HD), tl.float32)
-    tl.store(o_ptr + o_off, y.to(o_ptr.dtype.element_ty), mask=hok[:, None])
-
-
-def prompt_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
-                     pos: torch.Tensor, window: int, scale: float, out_dtype=torch.float32,
-                     n_real: torch.Tensor | None = None) -> torch.Tensor:
-    """tile_attention's function for prompt tiles: one program per (row, KV head) reads each key block
-    once for the head group (a prompt row's keys are many; its own kind of row, so its own kernel)."""
-    T, H, hd = q.shape
-    kvh = k_cache.shape[2]
-    q = q.contiguous()
-    out = torch.empty((T, H, hd), dtype=out_dtype, device=q.device)
-    g = H // kvh
-    _prompt_attn_kernel[(T, kvh)](q, k_cache, v_cache, out, slot, pos, n_real if n_real is not None else slot,
-                                  q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-                                  out.stride(0), out.stride(1), int(window), float(scale), G=g,
-                                  GP=max(16, triton.next_power_of_2(g)), HD=hd, BN=PROMPT_BLOCK_N,
-                                  HAS_N=n_real is not None, num_warps=4)
-    return out
-
-
-def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-           window: int, scale: float, out_dtype=torch.float32, n_real: torch.Tensor | None = None,
-           q8=None) -> torch.Tensor:
-    """A tile's attention by its kind of rows: decode tiles (up to DECODE_ROWS rows) by tile_attention,
-    prompt tiles by prompt_attention (q8 is for decode tiles only)."""
-    if q.shape[0] > DECODE_ROWS and q.shape[-1] >= 16:
-        return prompt_attention(q, k_cache, v_cache, slot, pos, window, scale, out_dtype, n_real)
-    return tile_attention(q, k_cache, v_cache, slot, pos, window, scale, out_dtype, n_real, q8)

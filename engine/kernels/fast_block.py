@@ -21,7 +21,7 @@ import torch
 
 from engine.block import moe
 from engine.kernels import dp4a_gemv, fused
-from engine.kernels.attention import attend
+from engine.kernels.attention import tile_attention
 from engine.kernels import stream_matmul
 from engine.kernels.quant_matmul import KERNEL_TYPES, matmul_parts
 
@@ -76,8 +76,8 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
                           torch.float32)
     q8 = _q8(T, cfg.n_heads * cfg.head_dim, [lw.wo], x.device) if cfg.head_dim % 32 == 0 else None
-    a = attend(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
-               tile.n_dev, q8)
+    a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
+                       tile.n_dev, q8)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev, q8)
     if lw.router is not None:           # routed experts (engine.block.moe: on the device for decode tiles)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)

@@ -26,8 +26,8 @@ from engine.kernels.moe_gemv import combine
 from engine.kernels.stream_matmul import _chunk_dot
 
 # pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
-# per program; fixed for the run
-GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "16"))
+# per program; fixed for the run. H200, qwen3-30b-a3b, 512-token prompt: 3,958 tok/s at 32, 3,845 at 16
+GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "32"))
 BN = 32
 
 

