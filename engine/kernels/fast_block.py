@@ -79,7 +79,7 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
                        tile.n_dev, q8)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev, q8)
-    if lw.router is not None:           # routed experts (engine.block.moe: on the device for decode tiles)
+    if lw.router is not None:           # routed experts (engine.block.moe: on the device where repacked)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
         x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
         if lw.post_ffw_norm is None and lw.gate_shexp is None:
