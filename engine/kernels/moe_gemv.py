@@ -32,6 +32,21 @@ from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION, WARPS, _pass, plan
 
 
 @triton.jit
+def expert_planes(in_b, first, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, cw, sw, bw):
+    """(codes, scales, sub) pointers at weight row `first` of stack b where in_b, else of stack a; cw, sw,
+    bw: each plane's elements per weight row."""
+    if in_b:
+        codes = codes_b + first * cw
+        scales = scales_b + first * sw
+        sub = sub_b + first * bw
+    else:
+        codes = codes_a + first * cw
+        scales = scales_a + first * sw
+        sub = sub_a + first * bw
+    return codes, scales, sub
+
+
+@triton.jit
 def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: tl.constexpr,
                  codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE, part, K, stride_pm, cw, sw, bw,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
@@ -47,14 +62,7 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
     n_loc = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
     out = part + pair.to(tl.int64) * stride_pm + tl.where(in_b, NE, 0)
     if r < M:
-        if in_b:
-            codes = codes_b + e * cw
-            scales = scales_b + e * sw
-            sub = sub_b + e * bw
-        else:
-            codes = codes_a + e * cw
-            scales = scales_a + e * sw
-            sub = sub_a + e * bw
+        codes, scales, sub = expert_planes(in_b, e, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, cw, sw, bw)
         if PER_PAIR:
             row = pair.to(tl.int64)
         else:

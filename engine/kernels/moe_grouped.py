@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels import fused
-from engine.kernels.moe_gemv import combine
+from engine.kernels.moe_gemv import combine, expert_planes
 from engine.kernels.stream_matmul import _chunk_dot
 
 # pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
@@ -50,15 +50,8 @@ def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, 
             m = pair
         else:
             m = pair // TOPK
-        first = e.to(tl.int64) * NE                    # the expert's first weight row
-        if in_b:
-            codes = codes_b + first * cw
-            scales = scales_b + first * sw
-            sub = sub_b + first * bw
-        else:
-            codes = codes_a + first * cw
-            scales = scales_a + first * sw
-            sub = sub_a + first * bw
+        codes, scales, sub = expert_planes(in_b, e.to(tl.int64) * NE, codes_a, scales_a, sub_a, codes_b, scales_b,
+                                           sub_b, cw, sw, bw)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for c in range(0, tl.cdiv(K, 256)):
             acc = _chunk_dot(acc, x_ptr, stride_xm, m.to(tl.int64), m_ok, codes, scales, sub, n, n_ok, c, K,
