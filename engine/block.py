@@ -24,6 +24,7 @@ class Tile:
     pos: torch.Tensor         # [T] long, absolute position of each row
     n_real: int               # rows [0, n_real) are real
     n_dev: torch.Tensor | None = None   # n_real as a device scalar (GPU decode kernels skip the rest)
+    at: tuple[int, int] | None = None   # a one-row CPU tile: its (slot, position) as host ints
 
 
 def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
@@ -46,12 +47,20 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     if lw.q_norm is not None:
         q = rms_norm(q, lw.q_norm, cfg.norm_eps)
         k = rms_norm(k, lw.k_norm, cfg.norm_eps)
-    cos, sin = rope[0][tile.pos], rope[1][tile.pos]
-    q = apply_rope(q, cos, sin, cfg.rope_neox)
-    k = apply_rope(k, cos, sin, cfg.rope_neox)
-    k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
-    v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
-    a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale)
+    if tile.at is not None:                       # one CPU row: slices and views instead of gathers
+        s, p = tile.at
+        cos, sin = rope[0][p:p + 1], rope[1][p:p + 1]
+    else:
+        cos, sin = rope[0][tile.pos], rope[1][tile.pos]
+    qk = apply_rope(torch.cat((q, k), 1), cos, sin, cfg.rope_neox)     # q's and k's heads in one pass
+    q, k = qk[:, :cfg.n_heads], qk[:, cfg.n_heads:]
+    if tile.at is not None:
+        k_cache[s, p] = k[0]
+        v_cache[s, p] = v[0]
+    else:
+        k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
+        v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
+    a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, tile.at)
     a = a.reshape(T, cfg.n_heads * cfg.head_dim)
     if gate is not None:
         a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)

@@ -47,11 +47,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, neox: bool
 
 
 def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
-              pos: torch.Tensor, window: int, scale: float) -> torch.Tensor:
+              pos: torch.Tensor, window: int, scale: float, at: tuple[int, int] | None = None) -> torch.Tensor:
     """Row-invariant attention of each row over its own slot's cached keys 0..pos.
 
     q [T, H, hd]; k_cache/v_cache [slots, ctx, kvh, hd]; slot/pos [T] (long). `window` > 0 limits each
-    row to the last `window` positions (sliding-window layers). Returns [T, H, hd].
+    row to the last `window` positions (sliding-window layers). Returns [T, H, hd]. at: a one-row
+    tile's (slot, pos) as host ints, where the caller has them.
     """
     if q.is_cuda:
         from engine.kernels.attention import tile_attention
@@ -59,7 +60,8 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         return tile_attention(q, k_cache, v_cache, slot, pos, window, scale).to(q.dtype)
     T, H, hd = q.shape
     if T == 1:
-        return _one_row_attention(q, k_cache, v_cache, int(slot[0]), int(pos[0]), window, scale)
+        s, p = at if at is not None else (int(slot[0]), int(pos[0]))
+        return _one_row_attention(q, k_cache, v_cache, s, p, window, scale)
     kvh = k_cache.shape[2]
     g = H // kvh
     out_dtype, q = q.dtype, q.float()

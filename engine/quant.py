@@ -122,12 +122,15 @@ def tiled(x: torch.Tensor, mm: Callable[[torch.Tensor], torch.Tensor], n_out: in
     rows (in `dtype`), so each row's result does not depend on how many rows the call has or what they
     hold. A call of exactly one tile needs no padding: mm still gets a fresh buffer, as a padded tile is."""
     lead, k = x.shape[:-1], x.shape[-1]
-    rows = x.reshape(-1, k).to(dtype)
+    rows = x.reshape(-1, k)
+    converted = rows.dtype != dtype
+    rows = rows.to(dtype)
     m = rows.shape[0]
     if m == 0:
         return rows.new_zeros(*lead, n_out)
-    if m == tile:
-        return mm(rows.clone(memory_format=torch.contiguous_format)).reshape(*lead, n_out)
+    if m == tile:                 # a converted copy is already a fresh contiguous buffer
+        fresh = rows if converted and rows.is_contiguous() else rows.clone(memory_format=torch.contiguous_format)
+        return mm(fresh).reshape(*lead, n_out)
     padded = rows.new_zeros(-(-m // tile) * tile, k)
     padded[:m] = rows
     out = torch.cat([mm(t) for t in padded.split(tile)])

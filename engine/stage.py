@@ -96,6 +96,8 @@ class Stage:
         return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
+        if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
+            tile = Tile(tile.slot, tile.pos, tile.n_real, tile.n_dev, (int(tile.slot[0]), int(tile.pos[0])))
         for j, lw in enumerate(self.layers):
             layer = self.first + j
             x = run_block(lw, self.cfg, layer, x, tile, self.k[j], self.v[j], self.rope[self.cfg.layer_rope_base(layer)])
