@@ -72,12 +72,15 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     l = torch.zeros((T, kvh, g, 1), dtype=q.dtype, device=q.device)
     acc = torch.zeros((T, kvh, g, hd), dtype=q.dtype, device=q.device)
     offs = torch.arange(KEY_BLOCK, device=q.device)
+    # a tile's rows mostly share a few slots: each key block is read and widened once per slot, then
+    # laid out per row (each row's matmul still sees only its own slot's keys, at the same shapes)
+    slots, row_of = torch.unique(slot, return_inverse=True)
     for start in range(lo // KEY_BLOCK * KEY_BLOCK, pos_hi + 1, KEY_BLOCK):
         kpos = start + offs
         idx = kpos.clamp(max=k_cache.shape[1] - 1)
-        kb = k_cache[slot[:, None], idx[None, :]].float()    # [T, B, kvh, hd]
-        vb = v_cache[slot[:, None], idx[None, :]].float()
-        s = torch.matmul(qg, kb.permute(0, 2, 3, 1))          # [T, kvh, g, B]
+        kb = k_cache[slots[:, None], idx[None, :]].permute(0, 2, 3, 1).float().index_select(0, row_of)   # [T, kvh, hd, B]
+        vb = v_cache[slots[:, None], idx[None, :]].permute(0, 2, 1, 3).float().index_select(0, row_of)   # [T, kvh, B, hd]
+        s = torch.matmul(qg, kb)                              # [T, kvh, g, B]
         ok = kpos[None, :] <= pos[:, None]
         if window:
             ok &= kpos[None, :] > (pos[:, None] - window)
@@ -87,7 +90,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         p = torch.exp(s - m_safe)
         alpha = torch.exp(m - m_safe)
         l = l * alpha + p.sum(-1, keepdim=True)
-        acc = acc * alpha + torch.matmul(p, vb.permute(0, 2, 1, 3))
+        acc = acc * alpha + torch.matmul(p, vb)
         m = m_new
     return (acc / l).reshape(T, H, hd).to(out_dtype)
 
