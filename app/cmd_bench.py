@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.streams.split(",") if x.strip()]
     cfg = engine_config_from_args(args)
     cfg = msgspec.structs.replace(cfg, parallel=max(cfg.parallel, *levels, 2 if args.read_beside else 1))
+    import engine.core  # noqa: F401  the runtime (torch and friends) is imported first: not the model's memory
     rss0 = psutil.Process().memory_info().rss
     with local_client(cfg) as eng:
         eff = eng.ready.config
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
               "decode_kernel": eff.decode_kernel, "weights": eff.weights,
               "load_rss_mib": round(load_rss / 2**20, 1), "file_mib": round(eng.ready.model.file_bytes / 2**20, 1),
+              "weights_mib": round(sum(s.weight_bytes for s in eff.stages) / 2**20, 1),
+              "kv_mib": round(sum(s.kv_bytes for s in eff.stages) / 2**20, 1),
               "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks,
               "mtp_file": eff.mtp_file}
     if args.json:
@@ -128,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
           f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}"
           f"{' (MTP layer ' + Path(eff.mtp_file).name + ')' if eff.mtp_file else ''}, {layout['dtype']}"
           f"{', decode ' + eff.decode_kernel if eff.decode_kernel else ''}, load {layout['load_s']} s")
-    print(f"# memory: resident +{layout['load_rss_mib']} MiB at load (weights, KV cache, graphs) for a "
-          f"{layout['file_mib']} MiB file; {eff.weights or 'quantized'}")
+    print(f"# memory: resident +{layout['load_rss_mib']} MiB at load for a {layout['file_mib']} MiB file: weights "
+          f"{layout['weights_mib']} MiB, KV cache {layout['kv_mib']} MiB (the runtime's own, loaded before, not "
+          f"counted); {eff.weights or 'quantized'}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
