@@ -72,15 +72,27 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     l = torch.zeros((T, kvh, g, 1), dtype=q.dtype, device=q.device)
     acc = torch.zeros((T, kvh, g, hd), dtype=q.dtype, device=q.device)
     offs = torch.arange(KEY_BLOCK, device=q.device)
-    # a tile's rows mostly share a few slots: each key block is read and widened once per slot, then
-    # laid out per row (each row's matmul still sees only its own slot's keys, at the same shapes)
+    # Each key block is read once per slot in the tile and multiplied with all the tile's query rows
+    # at once (one [T*g, hd] x [hd, B] product per KV head, a fixed shape for a tile size); a row keeps
+    # the products with its own slot's keys. A row's sums come from products of the same shape
+    # whatever slots the other rows read (a fixed row count keeps CPU matmuls row-invariant).
     slots, row_of = torch.unique(slot, return_inverse=True)
+    mine = [(row_of == u)[:, None, None, None] for u in range(slots.shape[0])]
+    qm = qg.permute(1, 0, 2, 3).reshape(kvh, T * g, hd)
+
+    def own(products):          # products [U] of [kvh, T*g, n] -> [T, kvh, g, n], each row its slot's
+        out = None
+        for u, pr in enumerate(products):
+            pr = pr.view(kvh, T, g, pr.shape[-1]).permute(1, 0, 2, 3)
+            out = pr if out is None else torch.where(mine[u], pr, out)
+        return out
+
     for start in range(lo // KEY_BLOCK * KEY_BLOCK, pos_hi + 1, KEY_BLOCK):
         kpos = start + offs
         idx = kpos.clamp(max=k_cache.shape[1] - 1)
-        kb = k_cache[slots[:, None], idx[None, :]].permute(0, 2, 3, 1).float().index_select(0, row_of)   # [T, kvh, hd, B]
-        vb = v_cache[slots[:, None], idx[None, :]].permute(0, 2, 1, 3).float().index_select(0, row_of)   # [T, kvh, B, hd]
-        s = torch.matmul(qg, kb)                              # [T, kvh, g, B]
+        kb = k_cache[slots[:, None], idx[None, :]].float()    # [U, B, kvh, hd]
+        vb = v_cache[slots[:, None], idx[None, :]].float()
+        s = own([torch.matmul(qm, kb[u].permute(1, 2, 0)) for u in range(kb.shape[0])])     # [T, kvh, g, B]
         ok = kpos[None, :] <= pos[:, None]
         if window:
             ok &= kpos[None, :] > (pos[:, None] - window)
@@ -90,7 +102,8 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         p = torch.exp(s - m_safe)
         alpha = torch.exp(m - m_safe)
         l = l * alpha + p.sum(-1, keepdim=True)
-        acc = acc * alpha + torch.matmul(p, vb)
+        pm = p.permute(1, 0, 2, 3).reshape(kvh, T * g, KEY_BLOCK)
+        acc = acc * alpha + own([torch.matmul(pm, vb[u].permute(1, 0, 2)) for u in range(vb.shape[0])])
         m = m_new
     return (acc / l).reshape(T, H, hd).to(out_dtype)
 
