@@ -147,7 +147,7 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense, fast)
     lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-    embd = gf.tensors["token_embd.weight"].nbytes
+    embd = 0 if on_cpu else gf.tensors["token_embd.weight"].nbytes    # CPU: rows read from the mapped file
     head = cpu_matrix_bytes(head_t, dense, fast) if on_cpu else head_t.nbytes
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:

@@ -45,8 +45,10 @@ class Stage:
 
     @property
     def weight_bytes(self) -> int:
-        """Memory the stage's weights take: the dense copies where a CPU stage made them, else the
-        quantized bytes."""
+        """Memory the stage's weights take: the working forms a CPU stage made (int4 groups or dense
+        copies), else the quantized bytes. A CPU stage's embedding table is read from the file's mapped
+        pages a row at a time (only the rows looked up become resident, and the OS may drop them): not
+        counted."""
         tensors = [t for t in (self.embedding, self.head and self.head.output, self.head and self.head.output_norm)
                    if t is not None]
         return sum(layer_weight_bytes(lw) for lw in self.layers) + sum(resident_bytes(t) for t in tensors)
@@ -125,6 +127,9 @@ def layer_weight_bytes(lw) -> int:
 def resident_bytes(t) -> int:
     if isinstance(t, torch.Tensor):
         return t.numel() * t.element_size()
+    if t.data is not None and t.device.type == "cpu" and t._dense is None and t.int4 is None and not t._experts:
+        return 0                                  # the file's mapped bytes, no form of its own
+
     parts = [t, *t._experts.values()]
     dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)
     return dense or t.nbytes
