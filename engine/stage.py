@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import torch
 
@@ -99,7 +100,7 @@ class Stage:
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
-            tile = Tile(tile.slot, tile.pos, tile.n_real, tile.n_dev, (int(tile.slot[0]), int(tile.pos[0])))
+            tile = replace(tile, at=(int(tile.slot[0]), int(tile.pos[0])))
         for j, lw in enumerate(self.layers):
             layer = self.first + j
             x = run_block(lw, self.cfg, layer, x, tile, self.k[j], self.v[j], self.rope[self.cfg.layer_rope_base(layer)])
@@ -129,7 +130,6 @@ def resident_bytes(t) -> int:
         return t.numel() * t.element_size()
     if t.data is not None and t.device.type == "cpu" and t._dense is None and t.int4 is None and not t._experts:
         return 0                                  # the file's mapped bytes, no form of its own
-
     parts = [t, *t._experts.values()]
     dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)
     return dense or t.nbytes

@@ -146,8 +146,7 @@ def route(lw, cfg, h: torch.Tensor, n_real=None) -> tuple[torch.Tensor, torch.Te
     [T, k]); rows at or past the device count n_real get expert 0 at weight 0."""
     t, d = h.shape
     ne, topk = lw.router.shape[0], cfg.n_expert_used
-    if n_real is None:
-        n_real = torch.full((1,), t, dtype=torch.int32, device=h.device)
+    n_real = all_rows(n_real, t, h.device)
     logits = torch.empty((t, ne), dtype=torch.float32, device=h.device)
     _logits_kernel[(ne,)](h, lw.router.dense_weight(), logits, n_real, t, ne, d,
                           BK=min(2048, triton.next_power_of_2(d)), num_warps=4, **NO_FUSION)
@@ -168,11 +167,17 @@ def supports(lw) -> bool:
         and lw.gate_exps.qtype == lw.up_exps.qtype and lw.gate_exps.shape == lw.up_exps.shape
 
 
-def _planes(p) -> tuple:
-    """(int32 code words, scales, sub) of a stack and their sizes per weight row (cw, sw, bw)."""
+def planes(p, words: bool) -> tuple:
+    """(codes, scales, sub) of a repacked stack and their elements per weight row (cw, sw, bw), for
+    expert_planes; words: the codes as int32 words (the int8 pass reads four bytes at a time)."""
     sub = p.sub if p.sub is not None else p.scales
-    return (p.codes.view(torch.int32), p.scales, sub,
-            p.codes.shape[1] * p.codes.element_size() // 4, p.scales[0].numel(), sub[0].numel())
+    codes = p.codes.view(torch.int32) if words else p.codes
+    return codes, p.scales, sub, codes.shape[1], p.scales[0].numel(), sub[0].numel()
+
+
+def all_rows(n_real, t: int, device) -> torch.Tensor:
+    """The device count of real rows: n_real, or all t rows where None."""
+    return n_real if n_real is not None else torch.full((1,), t, dtype=torch.int32, device=device)
 
 
 # weight rows per thread and warps per program of the pair kernel: fixed, so every pair is computed by
@@ -190,8 +195,8 @@ def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int,
     nr, warps = nr or PAIR_NR, warps or PAIR_WARPS
     bn, lanes = plan(a.kind, ne, k, warps, nr)
     npa = triton.cdiv(ne, bn)
-    ca, sa, ba, cw, sw, bw = _planes(a)
-    cb, sb, bb = _planes(b if b is not None else a)[:3]
+    ca, sa, ba, cw, sw, bw = planes(a, True)
+    cb, sb, bb = planes(b if b is not None else a, True)[:3]
     topk = sel.shape[1]
     return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
@@ -207,8 +212,7 @@ def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
     t, d = h.shape
     topk = sel.shape[1]
     ff = lw.gate_exps.shape[1]
-    if n_real is None:
-        n_real = torch.full((1,), t, dtype=torch.int32, device=h.device)
+    n_real = all_rows(n_real, t, h.device)
     xq = xq if xq is not None else dp4a_gemv.quantize(h)
     sel = sel.contiguous()
     gu = torch.empty((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
@@ -224,8 +228,7 @@ def combine(y: torch.Tensor, w: torch.Tensor, t: int, d: int, topk: int, n_real=
             residual: torch.Tensor | None = None) -> torch.Tensor:
     """[T, D] float32: row r = (residual[r] +) sum_j w[r, j] * y[r * k + j], j in order; rows at or
     past the device count n_real: zeros (or the residual)."""
-    if n_real is None:
-        n_real = torch.full((1,), t, dtype=torch.int32, device=y.device)
+    n_real = all_rows(n_real, t, y.device)
     out = torch.empty((t, d), dtype=torch.float32, device=y.device)
     block = min(1024, triton.next_power_of_2(d))
     res = residual.contiguous() if residual is not None else out

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels import fused
-from engine.kernels.moe_gemv import combine, expert_planes
+from engine.kernels.moe_gemv import combine, expert_planes, planes
 from engine.kernels.stream_matmul import _chunk_dot
 
 # pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
@@ -61,7 +61,7 @@ def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, 
         tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
-def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: int = 16):
+def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: int):
     """(order, expert, first, rows) of the blocks of bm pairs of one expert: `order` the pair indices
     sorted by expert (stable); block b holds order[first[b]: first[b] + rows[b]] of expert[b];
     expert[b] == n_experts marks an unused block (there are P / bm + n_experts of them in all)."""
@@ -86,17 +86,12 @@ def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: i
     return order, e, first, rows
 
 
-def _planes(p) -> tuple:
-    sub = p.sub if p.sub is not None else p.scales
-    return p.codes, p.scales, sub, p.codes.shape[1], p.scales[0].numel(), sub[0].numel()
-
-
 def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a, b, ne: int,
              part: torch.Tensor) -> None:
     order, e, first, rows = tab
     npa = triton.cdiv(ne, BN)
-    ca, sa, ba, cw, sw, bw = _planes(a)
-    cb, sb, bb = _planes(b if b is not None else a)[:3]
+    ca, sa, ba, cw, sw, bw = planes(a, False)
+    cb, sb, bb = planes(b if b is not None else a, False)[:3]
     _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
         x, x.stride(0), per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
         part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=BN, IEEE=x.dtype == torch.float32, BM=GROUP_BM, num_warps=4)
@@ -110,9 +105,11 @@ def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
     ne_all, ff = lw.gate_exps.shape[0], lw.gate_exps.shape[1]
     h = h.contiguous()
     tab = blocks(sel, ne_all, n_real, GROUP_BM)
-    gu = torch.zeros((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
+    # rows of pairs in no block (those of rows past the count) are never written: act * up makes garbage
+    # of them that no block gathers, and the sum reads only real rows' pairs
+    gu = torch.empty((t * topk, 2 * ff), dtype=torch.float32, device=h.device)
     _grouped(h, False, topk, tab, ne_all, lw.gate_exps.packed, lw.up_exps.packed, ff, gu)
     g = fused.glu(gu[None], 1, ff, False, h.dtype)
-    y = torch.zeros((t * topk, d), dtype=torch.float32, device=h.device)
+    y = torch.empty((t * topk, d), dtype=torch.float32, device=h.device)
     _grouped(g, True, topk, tab, ne_all, lw.down_exps.packed, None, d, y)
     return combine(y, w, t, d, topk, n_real, residual)

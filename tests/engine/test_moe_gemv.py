@@ -133,7 +133,7 @@ def test_prompt_tile_groups_pairs_by_expert(mg):
     sel[:18, 0] = 3                                       # expert 3: 18 pairs, two blocks
     sel[:18, 1] = torch.where(sel[:18, 1] == 3, 4, sel[:18, 1])
     n = torch.tensor([18], device=DEV)
-    order, e, first, rows = gr.blocks(sel, E, n)
+    order, e, first, rows = gr.blocks(sel, E, n, 16)
     seen = []
     for b in range(e.shape[0]):
         if int(e[b]) < E:
