@@ -166,14 +166,34 @@ def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.T
 
 def run_block(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
               k_cache: torch.Tensor, v_cache: torch.Tensor, rope) -> torch.Tensor:
+    return run_blocks([lw], cfg, layer, x, tile, [k_cache], [v_cache], lambda _: rope)
+
+
+def fused_blocks(x: torch.Tensor):
+    """engine.kernels.fast_block where x's blocks run as fused kernels (on a GPU), else None."""
     if x.is_cuda and FUSED_GPU_BLOCK:
         from engine.kernels import fast_block
+        return fast_block
+    return None
 
-        if fast_block.supports(cfg, lw):
-            return fast_block.run_block_cuda(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
-    if lw.delta_net is not None:                  # k_cache / v_cache hold this layer's conv and state rings
-        h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
-        x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, k_cache, v_cache).float()
-    else:
-        x = attention_part(lw, cfg, layer, x, tile, k_cache, v_cache, rope)
-    return ffn_part(lw, cfg, x, tile.n_dev)
+
+def run_blocks(lws: list[LayerWeights], cfg: ModelConfig, first: int, x: torch.Tensor, tile: Tile,
+               ks: list, vs: list, rope_of) -> torch.Tensor:
+    """Blocks first, first + 1, ... in turn (rope_of(layer): the layer's rope tables). Consecutive fused
+    GPU blocks hand on the next block's normed input: the kernel that ends a block (the residual sum)
+    also makes the next block's attention RMSNorm and its int8 form, one launch less per block."""
+    fast = fused_blocks(x)
+    normed = None
+    for j, lw in enumerate(lws):
+        layer = first + j
+        if fast is not None and fast.supports(cfg, lw):
+            nxt = lws[j + 1] if j + 1 < len(lws) and fast.supports(cfg, lws[j + 1]) else None
+            x, normed = fast.run_block_cuda(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer), normed, nxt)
+            continue
+        if lw.delta_net is not None:              # ks[j] / vs[j] hold this layer's conv and state rings
+            h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
+            x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, ks[j], vs[j]).float()
+        else:
+            x = attention_part(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer))
+        x = ffn_part(lw, cfg, x, tile.n_dev)
+    return x

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from engine.block import Tile, device_experts, run_block
+from engine.block import Tile, device_experts, run_blocks
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables
@@ -101,10 +101,8 @@ class Stage:
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
             tile = replace(tile, at=(int(tile.slot[0]), int(tile.pos[0])))
-        for j, lw in enumerate(self.layers):
-            layer = self.first + j
-            x = run_block(lw, self.cfg, layer, x, tile, self.k[j], self.v[j], self.rope[self.cfg.layer_rope_base(layer)])
-        return x
+        return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
+                          lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
 
     def logits(self, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """float32 logits of x's rows (of its first n_dev rows, a device scalar, on GPU decode tiles;

@@ -1,9 +1,13 @@
-"""The decoder block on a GPU in ten kernel launches (engine.block.run_block's CUDA path). MoE blocks
+"""The decoder block on a GPU in ten kernel launches, nine after a block that made its normed input
+(engine.block.run_block's CUDA path). MoE blocks
 run their routed experts (engine.block.moe) between the same attention and residual kernels.
 
     rms_norm -> q|k|v matmul (one launch) -> sum + q/k norm + RoPE + KV write -> attention
     -> wo matmul -> sum + residual (+ post norm) + ffn RMSNorm -> gate|up matmul (one launch)
-    -> sum + act * up -> down matmul -> sum + residual (+ post norm)
+    -> sum + act * up -> down matmul -> sum + residual (+ post norm) (+ the next block's RMSNorm)
+
+Within a stage the first block's rms_norm is the only one: each block's last kernel makes the next
+block's normed input (engine.block.run_blocks), so a block is nine launches.
 
 On decode tiles the int8 matmul (engine.kernels.dp4a_gemv) reads its x rounded to int8: rms_norm,
 residual_norm, the attention kernel and glu write that form beside their output.
@@ -64,13 +68,19 @@ def supports(cfg, lw) -> bool:
 
 
 def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   rope) -> torch.Tensor:
+                   rope, normed=None, nxt=None) -> tuple[torch.Tensor, tuple | None]:
+    """The block on x: (new x, the next block's normed input or None). normed: this block's attention
+    RMSNorm of x and its int8 form (h, q8), made by the block before; nxt: the next block's weights,
+    whose attention RMSNorm the block's last kernel then makes too (engine.block.run_blocks)."""
     T = x.shape[0]
     dt = lw.wq.compute_dtype
     eps = cfg.norm_eps
     x = x.float().contiguous()
-    q8 = _q8(T, x.shape[1], [lw.wq, lw.wk, lw.wv], x.device)
-    h = fused.rms_norm(x, lw.attn_norm, eps, dt, q8)
+    if normed is None:
+        q8 = _q8(T, x.shape[1], [lw.wq, lw.wk, lw.wv], x.device)
+        h = fused.rms_norm(x, lw.attn_norm, eps, dt, q8)
+    else:
+        h, q8 = normed
     part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv, tile.n_dev, q8)
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
@@ -79,19 +89,23 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
                        tile.n_dev, q8)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev, q8)
+    # the block's last kernel: x + the FFN's output, and the next block's attention RMSNorm where asked
+    next_norm = nxt.attn_norm if nxt is not None else None
+    next_dt = nxt.wq.compute_dtype if nxt is not None else dt
+    next_q8 = _q8(T, x.shape[1], [nxt.wq, nxt.wk, nxt.wv], x.device) if nxt is not None else None
     if lw.router is not None:           # routed experts (engine.block.moe: on the device where repacked)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
         x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
         if lw.post_ffw_norm is None and lw.gate_shexp is None:
-            return moe(lw, cfg, h, tile.n_dev, q8, residual=x)      # the experts' sum lands on x
+            return moe(lw, cfg, h, tile.n_dev, q8, residual=x), None     # the experts' sum lands on x
         f = moe(lw, cfg, h, tile.n_dev, q8)
-        x, _ = fused.residual_norm(x, f.float()[None], 1, lw.post_ffw_norm, None, eps, dt)
-        return x
+        x, h = fused.residual_norm(x, f.float()[None], 1, lw.post_ffw_norm, next_norm, eps, next_dt, next_q8)
+        return x, ((h, next_q8) if nxt is not None else None)
     q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
     x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
     part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev, q8)
     q8 = _q8(T, lw.w_gate.shape[0], [lw.w_down], x.device)
     g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt, q8)
     part, s = _parts(g, [lw.w_down], None, tile.n_dev, q8)
-    x, _ = fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)
-    return x
+    x, h = fused.residual_norm(x, part, s, lw.post_ffw_norm, next_norm, eps, next_dt, next_q8)
+    return x, ((h, next_q8) if nxt is not None else None)

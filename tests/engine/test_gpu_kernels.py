@@ -116,7 +116,7 @@ def test_fast_block_matches_torch_block(kernels, synthetic, arch):
     k1, v1, k2, v2 = k.clone(), v.clone(), k.clone(), v.clone()
     tile = _tile(3, rows, DEV)
     layer = 1
-    out = fb.run_block_cuda(lw, cfg, layer, x, tile, k1, v1, rope)
+    out = fb.run_block_cuda(lw, cfg, layer, x, tile, k1, v1, rope)[0]
     ref = ffn_part(lw, cfg, attention_part(lw, cfg, layer, x, tile, k2, v2, rope))
     assert rel_err(out, ref) < 1e-4
     assert rel_err(k1, k2) < 1e-5 and rel_err(v1, v2) < 1e-5
@@ -125,7 +125,7 @@ def test_fast_block_matches_torch_block(kernels, synthetic, arch):
 def test_fast_block_is_row_invariant(kernels, synthetic):
     fb = kernels["fast_block"]
     cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "qwen3", "Q4_1")
-    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
     # row 7 (slot 1, position 77) among other rows and in a call of another size; under the
     # interpreter (numpy tl.dot) it keeps its position in the 16-row tile
     placements = [(16, 7), (9, 7)] + ([(1, 0), (40, 23)] if GPU else [])
@@ -138,7 +138,7 @@ def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
         xs = torch.randn(n, cfg.n_embd, generator=gen).to(DEV)
         xs[at] = x[7]
         rr = [rows[7] if i == at else (2 * (i % 2), 5 + i) for i in range(n)]
-        got = fb.run_block_cuda(lw, cfg, 1, xs, _tile(3, rr, DEV), k.clone(), v.clone(), rope)
+        got = fb.run_block_cuda(lw, cfg, 1, xs, _tile(3, rr, DEV), k.clone(), v.clone(), rope)[0]
         assert torch.equal(got[at], out[7]), (n, at)
 
 
@@ -150,9 +150,9 @@ def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic,
     monkeypatch.setattr(importlib.import_module("engine.kernels.stream_matmul"), "DECODE_KERNEL", kernel)
     fb = kernels["fast_block"]
     cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "llama", qtype)
-    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
     _packed(lw)
-    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
     assert rel_err(out, ref) < (5e-3 if kernel == "dp4a" else 1e-5)       # dp4a: x rounded to int8
     anywhere = kernel != "mma" or GPU
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out,
@@ -208,15 +208,42 @@ def test_moe_block_tiles_on_the_device(kernels, synthetic, monkeypatch):
         lw.router.linear = lambda h, tile=None, n_dev=None: lw.router.triton_linear(h)
     rows32 = [(i % 3, 40 + i) for i in range(32)]
     x32 = torch.randn(32, cfg.n_embd, generator=torch.Generator().manual_seed(5)).to(DEV)
-    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
-    ref32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)
+    ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
+    ref32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)[0]
     for m in (lw.wq, lw.wk, lw.wv, lw.wo, lw.gate_exps, lw.up_exps, lw.down_exps):
         assert m.repack(on_cpu=True)
     from engine.weights import stack_packed
     lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
     assert block.device_experts(lw, 16) and block.device_experts(lw, 128)
-    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)
+    out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
     assert rel_err(out, ref) < 5e-3                                       # x rounded to int8
-    out32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)
+    out32 = fb.run_block_cuda(lw, cfg, 1, x32, _tile(3, rows32, DEV), k.clone(), v.clone(), rope)[0]
     assert rel_err(out32, ref32) < 1e-5
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, [(16, 7), (9, 2), (1, 0), (16, 15)])
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+def test_blocks_hand_on_the_next_blocks_normed_input(kernels, synthetic, monkeypatch, qtype):
+    """engine.block.run_blocks: a block's last kernel makes the next block's attention RMSNorm (and its
+    int8 form); the two blocks give what each block on its own gives, and row 7 is row-invariant."""
+    import engine.block as eb
+    monkeypatch.setattr(importlib.import_module("engine.kernels.stream_matmul"), "DECODE_KERNEL", "dp4a")
+    fb = kernels["fast_block"]
+    monkeypatch.setattr(eb, "fused_blocks", lambda x: fb)          # under the interpreter too
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "llama", qtype)
+    _packed(lw)
+    tile = _tile(3, rows, DEV)
+    two = eb.run_blocks([lw, lw], cfg, 1, x, tile, [k.clone(), k.clone()], [v.clone(), v.clone()], lambda _: rope)
+    ks, vs = [k.clone(), k.clone()], [v.clone(), v.clone()]
+    one, handed = fb.run_block_cuda(lw, cfg, 1, x, tile, ks[0], vs[0], rope, None, lw)
+    h = importlib.import_module("engine.kernels.fused").rms_norm(one, lw.attn_norm, cfg.norm_eps, lw.wq.compute_dtype)
+    assert rel_err(handed[0], h) < 1e-6 and handed[1] is not None and handed[1][0].dtype == torch.int8
+    alone = fb.run_block_cuda(lw, cfg, 2, one, tile, ks[1], vs[1], rope)[0]
+    assert rel_err(two, alone) < 5e-3     # the norms' sums in another order can flip an int8 rounding of x
+    assert torch.equal(two[:7], fb.run_block_cuda(lw, cfg, 2, one, tile, ks[1], vs[1], rope, handed)[0][:7])
+    xs = torch.randn(9, cfg.n_embd, generator=torch.Generator().manual_seed(3)).to(DEV)
+    xs[2] = x[7]
+    rr = [rows[7] if i == 2 else (2 * (i % 2), 5 + i) for i in range(9)]
+    got = eb.run_blocks([lw, lw], cfg, 1, xs, _tile(3, rr, DEV), [k.clone(), k.clone()], [v.clone(), v.clone()],
+                        lambda _: rope)
+    assert torch.equal(got[2], two[7])
