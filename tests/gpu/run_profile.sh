@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where decode time goes on one GPU (issue 11): the host side of one stream's decode steps and the
-# GPU kernels of a decode tile, on the llama-3-8b and SmolLM2 shapes; the decode kernel's sweep on the
+# GPU kernels of a decode tile (1 and 8 real rows), on the llama-3-8b and SmolLM2 shapes; the decode kernel's sweep on the
 # 8B shapes. One PASS/FAIL line last.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -12,6 +12,8 @@ profile_host() {   # full report to $OUT/host-NAME.txt, the headline lines here
 }
 check "host profile 8b" profile_host 8b $M/l8b.gguf 60
 check "host profile smol" profile_host smol $M/smol.gguf 100
+check "decode tile 8b" timeout 150 python3 tests/gpu/profile_stage.py $M/l8b.gguf 1 8
+check "decode tile smol" timeout 150 python3 tests/gpu/profile_stage.py $M/smol.gguf 1
 
 [ -n "${SWEEP:-}" ] && check "kernel sweep 8b" python3 tests/gpu/bench_matmul.py --sweep --only llama-3-8b --json "$OUT/matmul.json"
 summary
