@@ -25,6 +25,7 @@ class Tile:
     n_real: int               # rows [0, n_real) are real
     n_dev: torch.Tensor | None = None   # n_real as a device scalar (GPU decode kernels skip the rest)
     at: tuple[int, int] | None = None   # a one-row CPU tile: its (slot, position) as host ints
+    size: int = 0             # rows of the tile where only its real rows are passed (Stage: row-count free)
 
 
 def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
@@ -60,7 +61,8 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     else:
         k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
         v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
-    a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, tile.at)
+    a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, tile.at,
+                  tile.size)
     a = a.reshape(T, cfg.n_heads * cfg.head_dim)
     if gate is not None:
         a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)
@@ -68,6 +70,14 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     if lw.post_attn_norm is not None:
         o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
     return x + o
+
+
+def row_count_free(lw: LayerWeights) -> bool:
+    """Whether a CPU block's result for a row is the same bits whatever the number of rows it is run
+    with: every matrix is int4 (torch's int4 CPU kernel computes each row alike at any row count) and
+    nothing else mixes rows but the attention, which is run at the tile's own row count (Tile.size)."""
+    return (lw.router is None and lw.delta_net is None and lw.bq is None and isinstance(lw.qkv, Int4Stack)
+            and isinstance(lw.gate_up, Int4Stack) and lw.wo.int4 is not None and lw.w_down.int4 is not None)
 
 
 def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -47,13 +47,23 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, neox: bool
 
 
 def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
-              pos: torch.Tensor, window: int, scale: float, at: tuple[int, int] | None = None) -> torch.Tensor:
+              pos: torch.Tensor, window: int, scale: float, at: tuple[int, int] | None = None,
+              rows: int = 0) -> torch.Tensor:
     """Row-invariant attention of each row over its own slot's cached keys 0..pos.
 
     q [T, H, hd]; k_cache/v_cache [slots, ctx, kvh, hd]; slot/pos [T] (long). `window` > 0 limits each
     row to the last `window` positions (sliding-window layers). Returns [T, H, hd]. at: a one-row
-    tile's (slot, pos) as host ints, where the caller has them.
+    tile's (slot, pos) as host ints, where the caller has them. rows: the tile's row count where q holds
+    only its real rows (T < rows): the rows are computed as in the full tile (its products have the same
+    shapes; rows added at position 0 of the first row's slot are left out of the result).
     """
+    if rows > q.shape[0] and not q.is_cuda:
+        n = q.shape[0]
+        pad = rows - n
+        out = attention(torch.cat((q, q.new_zeros(pad, *q.shape[1:]))), k_cache, v_cache,
+                        torch.cat((slot, slot[:1].expand(pad))), torch.cat((pos, pos.new_zeros(pad))),
+                        window, scale)
+        return out[:n]
     if q.is_cuda:
         from engine.kernels.attention import tile_attention
 

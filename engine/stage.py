@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from engine.block import Tile, device_experts, run_blocks
+from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables
@@ -41,6 +41,10 @@ class Stage:
         # the delta net's rows run one by one on the host's positions: no graph for hybrids
         self.use_graph = self.device.type == "cuda" and not any(cfg.recurrent) \
             and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
+        # a CPU stage whose rows come out the same at any row count runs a tile's real rows only (the
+        # padding rows of a prompt's last tile cost as much as real ones in the matmuls)
+        self.row_count_free = self.device.type == "cpu" and all(row_count_free(lw) for lw in self.layers) \
+            and (self.head is None or self.head.output.int4 is not None)
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
         self._graphed: dict[int, bool] = {}
 
@@ -101,6 +105,10 @@ class Stage:
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
             tile = replace(tile, at=(int(tile.slot[0]), int(tile.pos[0])))
+        elif self.row_count_free and 0 < tile.n_real < x.shape[0]:     # the padding rows left out
+            n = tile.n_real
+            y = self._forward(x[:n], Tile(tile.slot[:n], tile.pos[:n], n, size=x.shape[0]))
+            return torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
 

@@ -118,3 +118,35 @@ def test_moe_experts_stay_int4_and_the_prediction_holds(synthetic, arch):
     p, q = torch.log_softmax(got["float32"], -1), torch.log_softmax(got["auto"], -1)
     assert (p.exp() * (p - q)).sum(-1).mean() < 0.01
 
+
+
+@pytest.mark.parametrize("arch", ["default", "gemma3"])
+def test_a_tiles_padding_rows_are_left_out_with_the_same_bits(synthetic, arch):
+    """A fast-mode CPU stage runs a prompt tile's real rows only (Stage.row_count_free): 5 real rows of a
+    32-row tile and a lone real row give the bits the full padded tile gives them (the lone row's
+    attention still runs as in a full tile: the one-row path would differ), and their logits are the
+    same computed alone."""
+    from engine.block import Tile
+
+    model = "default" if arch == "default" else str(synthetic(arch, qtype="Q4_K", shape="small"))
+    m = load_model(EngineConfig(model=model, dtype="auto", ctx=128, parallel=2))
+    try:
+        st = m.pipeline.stages[0]
+        assert st.row_count_free and st.scratch_slot == 2
+        rows = m.pipeline.tiles.prompt
+        x = st.embed(torch.randint(0, m.cfg.vocab_size, (rows,), generator=torch.Generator().manual_seed(2)))
+        for n in (5, 1):
+            slot = torch.tensor([1] * n + [st.scratch_slot] * (rows - n))       # slot 1 of 2 (scratch: 2)
+            pos = torch.tensor(list(range(40, 40 + n)) + [0] * (rows - n))
+            trimmed = st._forward(x, Tile(slot, pos, n))
+            assert not trimmed[n:].any()
+            st.row_count_free = False
+            try:
+                full = st._forward(x, Tile(slot, pos, n))
+                full_logits = st.logits(full)[:n]
+            finally:
+                st.row_count_free = True
+            assert torch.equal(trimmed[:n], full[:n]), n
+            assert torch.equal(st.logits(trimmed[n - 1:n])[0], full_logits[n - 1])
+    finally:
+        m.pipeline.close()
