@@ -25,17 +25,18 @@ class Tile:
     n_real: int               # rows [0, n_real) are real
     n_dev: torch.Tensor | None = None   # n_real as a device scalar (GPU decode kernels skip the rest)
     at: tuple[int, int] | None = None   # a one-row CPU tile: its (slot, position) as host ints
-    size: int = 0             # rows of the tile where only its real rows are passed (Stage: row-count free)
+    size: int = 0             # the tile's rows where only its real rows are passed (Stage.row_count_free)
 
 
 def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     T = x.shape[0]
+    rows = tile.size or T                         # the tile's row count: the matmuls' tiles
     h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
     if isinstance(lw.qkv, Int4Stack):             # CPU fast mode: one call for q|k|v
-        q, k, v = lw.qkv.split_linear(h, T, lw.wq.compute_dtype)
+        q, k, v = lw.qkv.split_linear(h, rows, lw.wq.compute_dtype)
     else:
-        q, k, v = lw.wq.linear(h, T), lw.wk.linear(h, T), lw.wv.linear(h, T)
+        q, k, v = lw.wq.linear(h, rows), lw.wk.linear(h, rows), lw.wv.linear(h, rows)
     if lw.bq is not None:
         q, k, v = q + lw.bq, k + lw.bk, v + lw.bv
     gate = None
@@ -66,18 +67,18 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     a = a.reshape(T, cfg.n_heads * cfg.head_dim)
     if gate is not None:
         a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)
-    o = lw.wo.linear(a, T)
+    o = lw.wo.linear(a, rows)
     if lw.post_attn_norm is not None:
         o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
     return x + o
 
 
 def row_count_free(lw: LayerWeights) -> bool:
-    """Whether a CPU block's result for a row is the same bits whatever the number of rows it is run
-    with: every matrix is int4 (torch's int4 CPU kernel computes each row alike at any row count) and
-    nothing else mixes rows but the attention, which is run at the tile's own row count (Tile.size)."""
-    return (lw.router is None and lw.delta_net is None and lw.bq is None and isinstance(lw.qkv, Int4Stack)
-            and isinstance(lw.gate_up, Int4Stack) and lw.wo.int4 is not None and lw.w_down.int4 is not None)
+    """Whether a CPU block gives a tile's real rows, passed alone, the bits the whole tile gives them: true
+    for the attention blocks with a dense FFN (int4 matrices compute each row alike at any row count,
+    dense ones and the attention run at the tile's row count, Tile.size); the routed experts and the
+    delta net have row-count dependent parts of their own."""
+    return lw.router is None and lw.delta_net is None
 
 
 def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,8 +99,9 @@ def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Te
     return w, sel
 
 
-def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: torch.Tensor, gelu: bool):
-    T = h.shape[0]
+def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: torch.Tensor, gelu: bool,
+              rows: int = 0):
+    T = rows or h.shape[0]
     if isinstance(stack, Int4Stack):              # CPU fast mode: one call for gate|up
         g, u = stack.split_linear(h, T, gate.compute_dtype)
     else:
@@ -163,12 +165,14 @@ def shared_experts(lw: LayerWeights, h: torch.Tensor, out: torch.Tensor) -> torc
     return out
 
 
-def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
+def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.Tensor | None = None,
+             rows: int = 0) -> torch.Tensor:
+    """rows: the tile's row count where x holds only its real rows (Tile.size)."""
     h = rms_norm(x, lw.ffn_norm, cfg.norm_eps)
     if lw.router is not None:
         f = moe(lw, cfg, h, n_dev)
     else:
-        f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu)
+        f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu, rows)
     if lw.post_ffw_norm is not None:
         f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
     return x + f
@@ -205,5 +209,5 @@ def run_blocks(lws: list[LayerWeights], cfg: ModelConfig, first: int, x: torch.T
             x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, ks[j], vs[j]).float()
         else:
             x = attention_part(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer))
-        x = ffn_part(lw, cfg, x, tile.n_dev)
+        x = ffn_part(lw, cfg, x, tile.n_dev, tile.size)
     return x

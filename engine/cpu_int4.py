@@ -23,7 +23,7 @@ from gguf.constants import GGMLQuantizationType as QT
 
 from engine.kernels.packed import _nibbles, pack
 from engine.model_info import int4_parts
-from engine.quant import fifth_bits, nibbles, tiled
+from engine.quant import fifth_bits, nibbles
 from engine.quant_kquants import f16_field
 
 GROUP = 32
@@ -134,6 +134,14 @@ def values(w: Int4Weight) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
-    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), on fixed tiles of `tile` rows
-    (engine.quant.tiled)."""
-    return tiled(x, lambda t: _mm(t, w), w.n, torch.bfloat16, tile)
+    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), `tile` rows per call. The kernel
+    gives a row the same bits at any row count, so a call's last rows need no zero padding (a tile's
+    rows come out as in a full tile); each call still gets a fresh contiguous buffer."""
+    lead, k = x.shape[:-1], x.shape[-1]
+    rows = x.reshape(-1, k)
+    fresh = rows.to(torch.bfloat16) if rows.dtype != torch.bfloat16 else rows.clone()
+    if fresh.shape[0] == 0:
+        return fresh.new_zeros(*lead, w.n)
+    if fresh.shape[0] <= tile:
+        return _mm(fresh.contiguous(), w).reshape(*lead, w.n)
+    return torch.cat([_mm(t.clone(), w) for t in fresh.split(tile)]).reshape(*lead, w.n)

@@ -255,8 +255,8 @@ class Pipeline:
                     lg = (made[a][first:last + 1] if last - first + 1 == len(inside)
                           else made[a][torch.tensor(inside, device=made[a].device) - a])
                     out.update(zip(inside, lg))
-                elif inside and stage.row_count_free:      # the wanted rows only: same bits at any count
-                    out.update(zip(inside, stage.logits(y[torch.tensor(inside, device=y.device)])))
+                elif inside and stage.row_count_free:      # the wanted rows only, at the tile's row count
+                    out.update(zip(inside, stage.logits(y[torch.tensor(inside, device=y.device)], rows=size)))
                 elif inside:   # the head runs on the whole tile; only the wanted rows travel to the host
                     # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
                     end = a + size if size != self.tiles.decode else inside[-1] + 1

@@ -41,10 +41,9 @@ class Stage:
         # the delta net's rows run one by one on the host's positions: no graph for hybrids
         self.use_graph = self.device.type == "cuda" and not any(cfg.recurrent) \
             and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
-        # a CPU stage whose rows come out the same at any row count runs a tile's real rows only (the
-        # padding rows of a prompt's last tile cost as much as real ones in the matmuls)
-        self.row_count_free = self.device.type == "cpu" and all(row_count_free(lw) for lw in self.layers) \
-            and (self.head is None or self.head.output.int4 is not None)
+        # a CPU stage whose blocks give a tile's real rows, passed alone, the full tile's bits runs the real
+        # rows only (the padding rows of a prompt's last tile cost as much as real ones in int4 matmuls)
+        self.row_count_free = self.device.type == "cpu" and all(row_count_free(lw) for lw in self.layers)
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
         self._graphed: dict[int, bool] = {}
 
@@ -112,11 +111,12 @@ class Stage:
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
 
-    def logits(self, x: torch.Tensor, n_dev: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(self, x: torch.Tensor, n_dev: torch.Tensor | None = None, rows: int = 0) -> torch.Tensor:
         """float32 logits of x's rows (of its first n_dev rows, a device scalar, on GPU decode tiles;
-        the others then hold zeros). A row's logits do not depend on the other rows."""
+        the others then hold zeros). A row's logits do not depend on the other rows. rows: on a CPU, the
+        head's tile where x holds some rows of a larger tile."""
         h = rms_norm(x, self.head.output_norm, self.cfg.norm_eps)
-        return self.head.output.linear(h, h.shape[0], n_dev).float()
+        return self.head.output.linear(h, rows or h.shape[0], n_dev).float()
 
 
 # LayerWeights fields whose bytes the matrices' views already count

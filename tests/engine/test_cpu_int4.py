@@ -121,14 +121,16 @@ def test_moe_experts_stay_int4_and_the_prediction_holds(synthetic, arch):
 
 
 @pytest.mark.parametrize("arch", ["default", "gemma3"])
-def test_a_tiles_padding_rows_are_left_out_with_the_same_bits(synthetic, arch):
+def test_a_tiles_padding_rows_are_left_out_with_the_same_bits(tmp_path, arch):
     """A fast-mode CPU stage runs a prompt tile's real rows only (Stage.row_count_free): 5 real rows of a
     32-row tile and a lone real row give the bits the full padded tile gives them (the lone row's
-    attention still runs as in a full tile: the one-row path would differ), and their logits are the
-    same computed alone."""
+    attention still runs as in a full tile: the one-row path would differ; dense Q6_K matrices and a Q6_K
+    head run padded to the tile), and their logits are the same computed alone."""
     from engine.block import Tile
+    from engine.synthetic import make_model
 
-    model = "default" if arch == "default" else str(synthetic(arch, qtype="Q4_K", shape="small"))
+    model = "default" if arch == "default" else str(make_model(
+        arch, "small", tmp_path / "g.gguf", qtype="Q4_K", qtype_map="*ffn_down*=Q6_K,output.weight=Q6_K"))
     m = load_model(EngineConfig(model=model, dtype="auto", ctx=128, parallel=2))
     try:
         st = m.pipeline.stages[0]
