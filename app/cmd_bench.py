@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--read-beside", type=int, default=0, metavar="N",
                    help="also measure one stream decoding while another reads an N-token prompt: the decoding "
                         "stream's longest gap between tokens, and the read's tok/s against the same read alone")
+    p.add_argument("--replay-accept", type=float, default=0.7, metavar="P",
+                   help="with --draft replay: each level's requests run once first, then again with their own "
+                        "tokens as proposals, each kept with probability P (0-1)")
     p.add_argument("--json", action="store_true")
 
 
@@ -53,6 +56,10 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     reqs = [AddRequest(request_id=f"{tag}{i}", sampling=msgspec.structs.replace(sp, seed=i),
                        prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}")))
             for i in range(n)]
+    if eng.ready.config.draft == "replay":        # a first run gives each request's own tokens to propose
+        first = run_together(eng, [msgspec.structs.replace(r, request_id=r.request_id + "-rec") for r in reqs])
+        reqs = [msgspec.structs.replace(r, sampling=msgspec.structs.replace(
+            r.sampling, replay=first[r.request_id + "-rec"].tokens, replay_accept=args.replay_accept)) for r in reqs]
     tel: list[Telemetry] = []
     base = eng.latest_telemetry
     t0 = time.monotonic()
@@ -136,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
           f"counted); {eff.weights or 'quantized'}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
+    if eff.draft == "replay":
+        print(f"# replay: proposals are each request's tokens from a first run of the same prompts, each kept with "
+              f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
             "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "stage_busy_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}

@@ -15,7 +15,9 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
     g.add_argument("--parallel", type=int, default=1, help="request slots")
     g.add_argument("--batch-groups", default="auto", help="G (divides --parallel) or auto")
     g.add_argument("--ctx", type=int, default=2048, help="context length per slot")
-    g.add_argument("--draft", choices=["mtp", "lookup", "both"], default="mtp")
+    g.add_argument("--draft", choices=["mtp", "lookup", "both", "replay"], default="mtp",
+                   help="draft source; replay (strata bench --replay-accept): a request's own tokens from a "
+                        "first run, kept at a set rate, with the MTP layer still run where the model has one")
     g.add_argument("--spec", type=int, default=1, help="window size: current token + up to N-1 proposals")
     g.add_argument("--spec-min-p", type=float, default=0.0)
     g.add_argument("--piped-mtp", type=int, default=None,

@@ -136,10 +136,16 @@ def values(w: Int4Weight) -> torch.Tensor:
 def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
     """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), `tile` rows per call. The kernel
     gives a row the same bits at any row count, so a call's last rows need no zero padding (a tile's
-    rows come out as in a full tile); each call still gets a fresh contiguous buffer."""
+    rows come out as in a full tile); each call gets a buffer laid out as a fresh one (contiguous, from
+    the start of its storage)."""
     lead, k = x.shape[:-1], x.shape[-1]
     rows = x.reshape(-1, k)
-    fresh = rows.to(torch.bfloat16) if rows.dtype != torch.bfloat16 else rows.clone()
+    if rows.dtype != torch.bfloat16:
+        fresh = rows.to(torch.bfloat16)
+    elif rows.is_contiguous() and rows.storage_offset() == 0:    # laid out as a fresh buffer already
+        fresh = rows
+    else:
+        fresh = rows.clone(memory_format=torch.contiguous_format)
     if fresh.shape[0] == 0:
         return fresh.new_zeros(*lead, w.n)
     if fresh.shape[0] <= tile:

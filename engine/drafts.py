@@ -1,4 +1,7 @@
-"""Draft sources: the MTP (nextn) drafter on the last stage, and prompt-lookup proposals.
+"""Draft sources: the MTP (nextn) drafter on the last stage, prompt-lookup proposals, and (for
+benchmarks) replayed proposals: a request's own tokens from an earlier run, kept at a set rate, so a
+draft layout can be measured at a chosen acceptance on models whose random weights draft nothing. The
+replay source still runs the MTP drafter where the model has one (its cost stays in every window).
 
 Drafts only change how many tokens a window yields, never which: every emitted token is the
 target's own pick, so nothing here needs row-invariant numerics.
@@ -17,7 +20,7 @@ from engine.weights import DrafterWeights, HeadWeights
 
 @dataclass
 class DraftPlan:
-    source: str          # "mtp" | "lookup" | "both"
+    source: str          # "mtp" | "lookup" | "both" | "replay"
     spec: int            # window size for the solo / single-group path (1 = no drafts)
     min_p: float
     piped: int           # draft depth inside pipelined groups
@@ -26,27 +29,58 @@ class DraftPlan:
 
     @property
     def mtp(self) -> bool:
-        return self.has_mtp and self.source in ("mtp", "both")
+        return self.has_mtp and self.source in ("mtp", "both", "replay")
 
     @property
     def lookup(self) -> bool:
         return self.source in ("lookup", "both")
 
+    @property
+    def replay(self) -> bool:
+        return self.source == "replay"
+
     def depth(self, pipelined: bool) -> int:
-        if not (self.mtp or self.lookup):
+        if not (self.mtp or self.lookup or self.replay):
             return 0
         if pipelined:
             return min(self.piped, self.max_depth)
         return min(self.spec - 1 if self.spec > 1 else self.piped, self.max_depth)
 
-    def choose(self, mtp_props: list[int], tokens: list[int], depth: int) -> list[int]:
+    def choose(self, mtp_props: list[int], tokens: list[int], depth: int, seq=None) -> list[int]:
+        """Up to `depth` proposals for the token after tokens[-1]; seq: the Sequence (for replay)."""
         if depth <= 0:
             return []
+        if self.replay:
+            p = seq.params if seq is not None else None
+            return replay_proposals(p.replay, seq.n_generated, depth, p.replay_accept, p.seed) if p else []
         if self.lookup:
             found = lookup_proposals(tokens, depth)
             if len(found) >= 2 or not self.mtp:
                 return found
         return mtp_props[:depth]
+
+
+def replay_proposals(recorded: list[int], made: int, depth: int, accept: float, seed: int) -> list[int]:
+    """Proposals for the request's generated tokens made..made+depth-1: recorded[made + j] kept with
+    probability `accept` each (drawn from (seed, position) alone, so every run and layout offers the same),
+    the first one not kept replaced by a wrong token (the recorded one + 1) and nothing proposed after it."""
+    out = []
+    for t in range(made, min(made + depth, len(recorded))):
+        if _uniform(seed, t) < accept:
+            out.append(recorded[t])
+        else:
+            out.append(recorded[t] + 1)
+            break
+    return out
+
+
+def _uniform(seed: int, t: int) -> float:
+    """A draw in [0, 1) from (seed, t) alone: splitmix64's finaliser on seed * 2^32 + t."""
+    m = (1 << 64) - 1
+    z = ((seed << 32) + t + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return ((z ^ (z >> 31)) >> 11) / 2 ** 53
 
 
 def lookup_proposals(tokens: list[int], depth: int, max_ngram: int = 4, min_ngram: int = 2) -> list[int]:

@@ -25,7 +25,7 @@ class EngineConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     parallel: int = 1                      # request slots
     batch_groups: str = "auto"             # "auto" or an integer that divides parallel
     ctx: int = 2048                        # context length per slot
-    draft: str = "mtp"                     # "mtp" | "lookup" | "both"
+    draft: str = "mtp"                     # "mtp" | "lookup" | "both" | "replay" (benchmarks: engine.drafts)
     spec: int = 1                          # window size: current token + up to spec-1 proposals
     spec_min_p: float = 0.0
     piped_mtp: int = 0                     # draft depth inside pipelined groups (0 = off)
@@ -118,6 +118,10 @@ class SamplingParams(msgspec.Struct, omit_defaults=True, kw_only=True):
     # per-request draft overrides (None = engine setting)
     spec: int | None = None
     spec_min_p: float | None = None
+    # the "replay" draft source (benchmarks): the tokens this request produced in an earlier run; each
+    # proposal is the next of them with probability replay_accept (drawn by position), else a wrong token
+    replay: list[int] = []
+    replay_accept: float = 1.0
 
 
 class ChatMessage(msgspec.Struct, omit_defaults=True, kw_only=True):

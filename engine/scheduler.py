@@ -178,7 +178,7 @@ class Scheduler:
             props = []
             if decoding:
                 room = min(seq.room() - 1, self.ctx - len(seq.tokens) - 1)
-                props = self.plan.choose(s.proposals, seq.tokens, max(0, min(depth, room)))
+                props = self.plan.choose(s.proposals, seq.tokens, max(0, min(depth, room)), seq)
             sr = SlotRows(s.index, len(tokens), s.n_cached, len(base), decoding, props,
                           list(seq.tokens) if decoding else [])
             tokens += base + props

@@ -2,12 +2,13 @@
 are the target's own pick, counted by position, and never changing a token."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from app.cli import main
 from app.local_engine import local_client
 from app.run_requests import next_telemetry, run_together
-from engine.drafts import lookup_proposals
+from engine.drafts import lookup_proposals, replay_proposals
 from engine.messages import AddRequest, EngineConfig, SamplingParams, Telemetry
 
 
@@ -15,6 +16,48 @@ def test_lookup_proposals_copy_the_latest_earlier_match():
     toks = [1, 2, 3, 4, 5, 9, 9, 1, 2, 3]
     assert lookup_proposals(toks, 3) == [4, 5, 9]
     assert lookup_proposals([1, 2, 3], 3) == []
+
+
+def test_replay_proposals_keep_the_recorded_tokens_at_the_rate_asked():
+    rec = list(range(100, 5100))
+    assert replay_proposals(rec, 7, 3, 1.0, 1) == [107, 108, 109]
+    assert replay_proposals(rec, 4998, 5, 1.0, 1) == [5098, 5099]                 # the recording's end
+    assert replay_proposals(rec, 7, 3, 1.0, 1) == replay_proposals(rec, 7, 3, 1.0, 1)
+    firsts = [replay_proposals(rec, t, 4, 0.7, 3) for t in range(5000)]
+    kept_first = sum(f[0] == rec[t] for t, f in enumerate(firsts)) / 5000
+    assert 0.67 < kept_first < 0.73
+    for t, f in enumerate(firsts):             # a run of kept tokens, then at most one wrong one, then none
+        n = next((j for j, tok in enumerate(f) if tok != rec[t + j]), len(f))
+        assert f[:n] == rec[t:t + n] and len(f) <= n + 1 and (n == len(f) or f[n] == rec[t + n] + 1)
+    # a position's draw is its own: the second proposal is kept at the same rate after a kept first one
+    seconds = [f for t, f in enumerate(firsts) if len(f) > 1 and f[0] == rec[t]]
+    assert seconds and 0.65 < sum(f[1] == f[0] + 1 for f in seconds) / len(seconds) < 0.75
+
+
+@pytest.mark.parametrize("layout", [dict(devices="cpu", parallel=2, spec=4),
+                                    dict(devices="cpu,cpu", parallel=4, batch_groups="2", piped_mtp=3)])
+def test_replayed_drafts_keep_every_token_and_offer_at_the_rate(synthetic, layout):
+    """The replay source on a random-weight model with an MTP layer (whose own drafts are never kept):
+    the tokens are the drafts-off run's, and proposals are kept as the replay says."""
+    model = str(synthetic("llama", mtp=1))
+    reqs = [AddRequest(request_id=f"r{i}", prompt=f"tell {i}", sampling=SamplingParams(max_tokens=24, ignore_eos=True,
+                                                                                     seed=i))
+            for i in range(layout["parallel"])]
+    with local_client(EngineConfig(model=model, devices=layout["devices"], parallel=layout["parallel"])) as eng:
+        plain = run_together(eng, reqs)
+    for accept in (1.0, 0.5):
+        replayed = [msgspec.structs.replace(r, sampling=msgspec.structs.replace(
+            r.sampling, replay=plain[r.request_id].tokens, replay_accept=accept)) for r in reqs]
+        with local_client(EngineConfig(model=model, draft="replay", **layout)) as eng:
+            out = run_together(eng, replayed)
+        for r in reqs:
+            o = out[r.request_id]
+            assert o.tokens == plain[r.request_id].tokens
+            assert o.done.drafts_offered > 0
+            if accept == 1.0:
+                assert o.done.drafts_accepted == o.done.drafts_offered
+            else:
+                assert 0 < o.done.drafts_accepted < o.done.drafts_offered
 
 
 @pytest.mark.parametrize("layout", [
