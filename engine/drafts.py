@@ -39,6 +39,13 @@ class DraftPlan:
     def replay(self) -> bool:
         return self.source == "replay"
 
+    @property
+    def follows(self) -> bool:
+        """Whether the MTP drafter follows every window (its catch-up rows): only while drafts are on. A
+        model with an MTP layer decodes without them at the speed of one without (GPU windows chain);
+        drafts turned on later propose from the positions the drafter has seen since."""
+        return self.mtp and (self.spec > 1 or self.piped > 0)
+
     def depth(self, pipelined: bool) -> int:
         if not (self.mtp or self.lookup or self.replay):
             return 0

@@ -199,7 +199,7 @@ class Scheduler:
 
     def _chains(self, depth: int) -> bool:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
-        return self.pipeline.chain and depth == 0 and not (self.drafter is not None and self.plan.mtp)
+        return self.pipeline.chain and depth == 0 and not (self.drafter is not None and self.plan.follows)
 
     @staticmethod
     def _greedy_decode(sr: SlotRows, seq: Sequence) -> bool:
@@ -250,7 +250,7 @@ class Scheduler:
             verdicts.append(v)
             at += n
         proposals = {}
-        if self.drafter is not None and self.plan.mtp:
+        if self.drafter is not None and self.plan.follows:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)
         return verdicts, proposals
 

@@ -57,3 +57,27 @@ def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch
         assert got[r.request_id].done.finish_reason == base[r.request_id].done.finish_reason, r.request_id
     assert got["f"].done.finish_reason == "stop" and stop not in got["f"].text
 
+
+
+def test_a_model_with_an_mtp_layer_chains_while_drafts_are_off(synthetic, monkeypatch, chained_windows):
+    """The MTP drafter follows the windows only while drafts are on: without them a model with an MTP
+    layer decodes like one without (no catch-up rows, chained windows), with the same tokens."""
+    from engine import drafts
+
+    advanced = [0]
+    real = drafts.MtpDrafter.advance
+
+    def counting(self, *a):
+        advanced[0] += 1
+        return real(self, *a)
+    monkeypatch.setattr(drafts.MtpDrafter, "advance", counting)
+    mtp = str(synthetic("llama", mtp=1))
+    reqs = [req("a", "the first request", n=16), req("b", "another one here", n=16)]
+    base = run(mtp, reqs, "0", monkeypatch)
+    got = run(mtp, reqs, "1", monkeypatch)
+    assert advanced[0] == 0 and chained_windows[0] > 10
+    assert all(got[r.request_id].tokens == base[r.request_id].tokens for r in reqs)
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    with local_client(EngineConfig(model=mtp, parallel=2, spec=3)) as eng:      # drafts on: it follows
+        on = run_together(eng, reqs)
+    assert advanced[0] > 0 and all(on[r.request_id].tokens == base[r.request_id].tokens for r in reqs)
