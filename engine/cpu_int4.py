@@ -149,5 +149,5 @@ def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
     if fresh.shape[0] == 0:
         return fresh.new_zeros(*lead, w.n)
     if fresh.shape[0] <= tile:
-        return _mm(fresh.contiguous(), w).reshape(*lead, w.n)
+        return _mm(fresh, w).reshape(*lead, w.n)
     return torch.cat([_mm(t.clone(), w) for t in fresh.split(tile)]).reshape(*lead, w.n)

@@ -1,6 +1,6 @@
 """The decoder block on a GPU in ten kernel launches, nine after a block that made its normed input
-(engine.block.run_block's CUDA path). MoE blocks
-run their routed experts (engine.block.moe) between the same attention and residual kernels.
+(engine.block.run_blocks' CUDA path). MoE blocks run their routed experts (engine.block.moe) between the
+same attention and residual kernels.
 
     rms_norm -> q|k|v matmul (one launch) -> sum + q/k norm + RoPE + KV write -> attention
     -> wo matmul -> sum + residual (+ post norm) + ffn RMSNorm -> gate|up matmul (one launch)
@@ -89,23 +89,22 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
                        tile.n_dev, q8)
     part, s = _parts(a.view(T, cfg.n_heads * cfg.head_dim), [lw.wo], None, tile.n_dev, q8)
-    # the block's last kernel: x + the FFN's output, and the next block's attention RMSNorm where asked
-    next_norm = nxt.attn_norm if nxt is not None else None
-    next_dt = nxt.wq.compute_dtype if nxt is not None else dt
-    next_q8 = _q8(T, x.shape[1], [nxt.wq, nxt.wk, nxt.wv], x.device) if nxt is not None else None
     if lw.router is not None:           # routed experts (engine.block.moe: on the device where repacked)
         q8 = _q8(T, x.shape[1], [lw.gate_exps], x.device)
         x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
         if lw.post_ffw_norm is None and lw.gate_shexp is None:
             return moe(lw, cfg, h, tile.n_dev, q8, residual=x), None     # the experts' sum lands on x
-        f = moe(lw, cfg, h, tile.n_dev, q8)
-        x, h = fused.residual_norm(x, f.float()[None], 1, lw.post_ffw_norm, next_norm, eps, next_dt, next_q8)
-        return x, ((h, next_q8) if nxt is not None else None)
-    q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
-    x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
-    part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev, q8)
-    q8 = _q8(T, lw.w_gate.shape[0], [lw.w_down], x.device)
-    g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt, q8)
-    part, s = _parts(g, [lw.w_down], None, tile.n_dev, q8)
-    x, h = fused.residual_norm(x, part, s, lw.post_ffw_norm, next_norm, eps, next_dt, next_q8)
-    return x, ((h, next_q8) if nxt is not None else None)
+        part, s = moe(lw, cfg, h, tile.n_dev, q8).float()[None], 1
+    else:
+        q8 = _q8(T, x.shape[1], [lw.w_gate, lw.w_up], x.device)
+        x, h = fused.residual_norm(x, part, s, lw.post_attn_norm, lw.ffn_norm, eps, dt, q8)
+        part, s = _parts(h, [lw.w_gate, lw.w_up], lw.gate_up, tile.n_dev, q8)
+        q8 = _q8(T, lw.w_gate.shape[0], [lw.w_down], x.device)
+        g = fused.glu(part, s, lw.w_gate.shape[0], cfg.gelu, dt, q8)
+        part, s = _parts(g, [lw.w_down], None, tile.n_dev, q8)
+    if nxt is None:
+        return fused.residual_norm(x, part, s, lw.post_ffw_norm, None, eps, dt)[0], None
+    # the block's last kernel also makes the next block's attention RMSNorm and its int8 form
+    q8 = _q8(T, x.shape[1], [nxt.wq, nxt.wk, nxt.wv], x.device)
+    x, h = fused.residual_norm(x, part, s, lw.post_ffw_norm, nxt.attn_norm, eps, nxt.wq.compute_dtype, q8)
+    return x, (h, q8)
