@@ -120,6 +120,21 @@ FAULTS = [
           "S = state_ring[s, p % STATE_RING] if p > 0",
           [RD + "test_decode_path_logits_match_transformers[qwen35]",
            HY + "test_rejected_proposals_leave_the_state_as_if_they_never_ran"]),
+    # a CPU prompt tile's real rows run alone: a lone real row's attention taking the one-row path
+    Fault("trimmed-tile-attention-unpadded", "engine/layers.py",
+          "    if rows > q.shape[0] and not q.is_cuda:",
+          "    if False and rows > q.shape[0] and not q.is_cuda:",
+          ["tests/engine/test_cpu_int4.py::test_a_tiles_padding_rows_are_left_out_with_the_same_bits[default]"]),
+    # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
+    Fault("drafter-follows-without-drafts", "engine/drafts.py",
+          "return self.mtp and (self.spec > 1 or self.piped > 0)",
+          "return self.mtp",
+          ["tests/engine/test_chaining.py::test_a_model_with_an_mtp_layer_chains_while_drafts_are_off"]),
+    # replayed proposals: a proposal drawn as not kept still the recorded token
+    Fault("replay-never-wrong", "engine/drafts.py",
+          "out.append(recorded[t] + 1)",
+          "out.append(recorded[t])",
+          ["tests/engine/test_drafts.py::test_replay_proposals_keep_the_recorded_tokens_at_the_rate_asked"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
