@@ -25,8 +25,10 @@ from engine.tokenizer import Tokenizer
 from engine.model_info import INT4_PARTS, cpu_matrix_bytes, layer_bytes, model_info
 from engine.weights import WeightLoader
 
+# STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
+_GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "128"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
-              "cuda": TileSizes(prompt=128, decode=16, chunk=256),
+              "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT)),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
               # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window
               "cuda-moe": TileSizes(prompt=512, decode=16, chunk=512)}

@@ -2,7 +2,7 @@
 ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
-    python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (dp4a: env L = lanes, default 32)
+    python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32)
 
 KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
 - mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
@@ -37,8 +37,8 @@ COMMON = {"codes": "*u8", "scales": "*fp16", "sub": "*u8", "part_ptr": "*fp32", 
 def compile_kernel(which: str, kind: int, bn: int, warps: int):
     if which == "mma":
         sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "KIND": "constexpr", "BN": "constexpr",
-               "IEEE": "constexpr"}
-        fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False}
+               "IEEE": "constexpr", "BM": "constexpr"}
+        fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False, "BM": sm.MMA_BM}
     elif which == "dp4a":
         sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
