@@ -9,7 +9,7 @@ import torch
 from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
-from engine.layers import rms_norm, rope_tables
+from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.gdn import state_buffers
 from engine.weights import DeltaNetWeights, WeightLoader
 
@@ -38,6 +38,8 @@ class Stage:
             self.v.append(v)
         bases = {cfg.layer_rope_base(i) for i in range(first, end)}
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
+        if self.device.type == "cpu":      # the torch blocks' rotation in fewer calls (engine.layers.rotate)
+            self.rope = {b: (*t, *rotation_tables(*t, cfg.rope_neox)) for b, t in self.rope.items()}
         # the delta net's rows run one by one on the host's positions: no graph for hybrids
         self.use_graph = self.device.type == "cuda" and not any(cfg.recurrent) \
             and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"

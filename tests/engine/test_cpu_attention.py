@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from engine.layers import attention
@@ -46,3 +47,19 @@ def test_a_row_gets_the_same_bits_whatever_slots_share_its_tile():
     assert torch.allclose(got.double(), reference(q, kc, vc, mixed, pos, 0, scale), atol=1e-2)         # the output rounded to bfloat16
     win = attention(q, kc, vc, mixed, pos, 7, scale)           # a sliding window
     assert torch.allclose(win.double(), reference(q, kc, vc, mixed, pos, 7, scale), atol=1e-2)         # the output rounded to bfloat16
+
+
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("head_dim,rope_dim", [(64, 64), (128, 64)])
+def test_rotate_gives_apply_ropes_bits(neox, dtype, head_dim, rope_dim):
+    """CPU stages rotate q and k with two products on precomputed tables (engine.layers.rotate): the
+    same bits as the pairwise formula, full and partial rotary, both pair layouts."""
+    from engine.layers import apply_rope, rope_tables, rotate, rotation_tables
+
+    cos, sin = rope_tables(10000.0, rope_dim, 300, "cpu")
+    c, s = rotation_tables(cos, sin, neox)
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(9, 12, head_dim, generator=gen) * 3).to(dtype)
+    pos = torch.randint(0, 300, (9,), generator=gen)
+    assert torch.equal(rotate(x, c[pos], s[pos], neox), apply_rope(x, cos[pos], sin[pos], neox))
