@@ -236,6 +236,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
 
     stages = [Stage(k, dev, a, b, loader, cfg, config.parallel, ctx, k == 0, k == len(devices) - 1, dtype, on_layer)
               for k, (dev, a, b) in enumerate(zip(devices, starts, ends))]
+    if devices.count("cpu") == 1 and stages[-1].device.type == "cpu":
+        stages[-1].head_threads = os.cpu_count() or 1
     if dtype == torch.float32 and any(d != "cpu" for d in devices):
         notes.append("dtype float32 on GPU: slower than bfloat16")
     drafter = None
