@@ -76,6 +76,11 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     offered = sum(d.drafts_offered for d in dones)
     accepted = sum(d.drafts_accepted for d in dones)
     windows = sum(d.windows for d in dones)
+    # a decode window's cost and rows (issue 13: where drafts can pay): a stream's decode time over its
+    # windows after the first token; its group's rows per window, the group's streams each with their
+    # current token and their proposals
+    window_ms = [1e3 * d.decode_s / (d.windows - 1) for d in dones if d.windows > 1]
+    groups = min(n, len(eng.ready.config.groups) or 1)
     return {
         "streams": n, "wall_s": round(wall, 2), "prompt_kind": kind,
         "prompt_tokens": round(sum(d.prompt_tokens for d in dones) / n, 1),
@@ -92,6 +97,8 @@ def run_level(eng, n: int, args, tag: str) -> dict:
         "mean_acceptance_length": round(1 + accepted / windows, 3) if windows and offered else None,
         "stage_busy_pct": busy,
         "accepted_by_pos": by_pos,
+        "window_ms": round(statistics.median(window_ms), 3) if window_ms else None,
+        "rows_per_window": round(n / groups * (1 + offered / windows), 2) if windows else None,
     }
 
 
@@ -147,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"# replay: proposals are each request's tokens from a first run of the same prompts, each kept with "
               f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
-            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "stage_busy_pct", "accepted_by_pos"]
+            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms", "rows_per_window",
+            "stage_busy_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:

@@ -23,11 +23,14 @@ def test_bench_figures_add_up(capsys, synthetic, extra):
         assert r["tok_s_decode"] == pytest.approx(r["streams"] * r["tok_s_per_stream"], abs=0.02 * r["streams"])
         assert 0 < r["tok_s_total"] and 0 < r["ttft_s"] < r["wall_s"]
         assert out["layout"]["stages"] == ["cpu:0-5"]
+        assert r["window_ms"] > 0
         if not extra:
             assert r["drafts_offered"] == 0 and r["tokens_per_window"] == 1.0
+            assert r["rows_per_window"] == r["streams"]                   # one group: every stream's row
         else:
             assert 0 < r["drafts_offered"] and 0 <= r["drafts_accepted"] <= r["drafts_offered"]
             assert r["tokens_per_window"] >= 1.0
+            assert r["rows_per_window"] > r["streams"]                    # proposals ride along
 
 
 def test_prompt_kinds_edit_copies_and_drafts_pay_there(capsys):
