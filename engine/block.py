@@ -49,13 +49,15 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     if lw.q_norm is not None:
         q = rms_norm(q, lw.q_norm, cfg.norm_eps)
         k = rms_norm(k, lw.k_norm, cfg.norm_eps)
-    tables = rope[2:] if len(rope) > 2 else rope  # CPU stages: rotation tables (engine.layers.rotate)
+    if len(rope) > 2:                             # CPU stages: rotation tables (engine.layers.rotate)
+        tables, rope_fn = rope[2:], rotate
+    else:
+        tables, rope_fn = rope, apply_rope
     if tile.at is not None:                       # one CPU row: slices and views instead of gathers
         s, p = tile.at
         cos, sin = tables[0][p:p + 1], tables[1][p:p + 1]
     else:
         cos, sin = tables[0][tile.pos], tables[1][tile.pos]
-    rope_fn = rotate if len(rope) > 2 else apply_rope
     qk = rope_fn(torch.cat((q, k), 1), cos, sin, cfg.rope_neox)        # q's and k's heads in one pass
     q, k = qk[:, :cfg.n_heads], qk[:, cfg.n_heads:]
     if tile.at is not None:

@@ -140,12 +140,9 @@ def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
     the start of its storage)."""
     lead, k = x.shape[:-1], x.shape[-1]
     rows = x.reshape(-1, k)
-    if rows.dtype != torch.bfloat16:
-        fresh = rows.to(torch.bfloat16)
-    elif rows.is_contiguous() and rows.storage_offset() == 0:    # laid out as a fresh buffer already
-        fresh = rows
-    else:
-        fresh = rows.clone(memory_format=torch.contiguous_format)
+    fresh = rows.to(torch.bfloat16)               # a converted copy is usually fresh already
+    if not (fresh.is_contiguous() and fresh.storage_offset() == 0):
+        fresh = fresh.clone(memory_format=torch.contiguous_format)
     if fresh.shape[0] == 0:
         return fresh.new_zeros(*lead, w.n)
     if fresh.shape[0] <= tile:

@@ -18,6 +18,9 @@ from engine.layers import rms_norm, rope_tables
 from engine.weights import DrafterWeights, HeadWeights
 
 
+MTP_SOURCES = ("mtp", "both", "replay")      # draft sources that run the MTP layer where the model has one
+
+
 @dataclass
 class DraftPlan:
     source: str          # "mtp" | "lookup" | "both" | "replay"
@@ -29,7 +32,7 @@ class DraftPlan:
 
     @property
     def mtp(self) -> bool:
-        return self.has_mtp and self.source in ("mtp", "both", "replay")
+        return self.has_mtp and self.source in MTP_SOURCES
 
     @property
     def lookup(self) -> bool:
@@ -58,8 +61,10 @@ class DraftPlan:
         if depth <= 0:
             return []
         if self.replay:
-            p = seq.params if seq is not None else None
-            return replay_proposals(p.replay, seq.n_generated, depth, p.replay_accept, p.seed) if p else []
+            if seq is None:
+                return []
+            p = seq.params
+            return replay_proposals(p.replay, seq.n_generated, depth, p.replay_accept, p.seed)
         if self.lookup:
             found = lookup_proposals(tokens, depth)
             if len(found) >= 2 or not self.mtp:

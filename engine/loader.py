@@ -13,7 +13,7 @@ import torch
 
 from engine import layout
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
-from engine.drafts import DraftPlan, MtpDrafter
+from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
@@ -192,7 +192,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     progress(0.0, f"reading {Path(path).name}")
     gf = read_gguf(path)
     cfg = model_config(gf)
-    drafts_on = config.draft in ("mtp", "both", "replay") and (config.spec > 1 or config.piped_mtp > 0)
+    drafts_on = config.draft in MTP_SOURCES and (config.spec > 1 or config.piped_mtp > 0)
     if cfg.n_mtp == 0 and drafts_on and _attach_mtp(gf, cfg, notes):    # a trained layer beside the model
         cfg = model_config(gf)
     check_quant_types(gf)

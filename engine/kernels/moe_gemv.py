@@ -29,6 +29,7 @@ import triton.language as tl
 
 from engine.kernels import dp4a_gemv, fused
 from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION, WARPS, _pass, plan
+from engine.kernels.stream_matmul import all_rows
 
 
 @triton.jit
@@ -173,11 +174,6 @@ def planes(p, words: bool) -> tuple:
     sub = p.sub if p.sub is not None else p.scales
     codes = p.codes.view(torch.int32) if words else p.codes
     return codes, p.scales, sub, codes.shape[1], p.scales[0].numel(), sub[0].numel()
-
-
-def all_rows(n_real, t: int, device) -> torch.Tensor:
-    """The device count of real rows: n_real, or all t rows where None."""
-    return n_real if n_real is not None else torch.full((1,), t, dtype=torch.int32, device=device)
 
 
 # weight rows per thread and warps per program of the pair kernel: fixed, so every pair is computed by

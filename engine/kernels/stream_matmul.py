@@ -260,6 +260,11 @@ def _check_x(x: torch.Tensor, k: int) -> None:
         raise ValueError(f"expected x of shape (M, {k}) with contiguous rows, got {tuple(x.shape)}")
 
 
+def all_rows(n_real, t: int, device) -> torch.Tensor:
+    """The device count of real rows: n_real, or all t rows where None."""
+    return n_real if n_real is not None else torch.full((1,), t, dtype=torch.int32, device=device)
+
+
 def takes_q8(rows: int) -> bool:
     """Whether a tile of this many rows runs the int8 decode kernel (its x can come quantized)."""
     return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma")
@@ -274,8 +279,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
     decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv")
-    if decode and n_real is None:
-        n_real = torch.full((1,), x.shape[0], dtype=torch.int32, device=x.device)
+    if decode:
+        n_real = all_rows(n_real, x.shape[0], x.device)
     if takes_q8(x.shape[0]) and DECODE_KERNEL == "imma":
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)
