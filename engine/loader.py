@@ -28,10 +28,10 @@ from engine.weights import WeightLoader
 # STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
 _GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "128"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
-              "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT)),
+              "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
               # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window
-              "cuda-moe": TileSizes(prompt=512, decode=16, chunk=512)}
+              "cuda-moe": TileSizes(prompt=512, decode=16, chunk=512, solo=1)}
 
 
 @dataclass
@@ -255,8 +255,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls
-        for n in sorted({pipeline.tiles.prompt, pipeline.tiles.decode}):
-            s.capture(n, with_logits=n == pipeline.tiles.decode)
+        for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
+            s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")

@@ -31,14 +31,20 @@ class TileSizes:
     computed at the same tile size whatever else runs.
     CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
     prompt still fits one tile), decode rows one per call (a lone decode is not padded at all).
-    GPU: prompt rows in 128-row tiles (512 for MoE models), decode rows in 16-row tiles, each size its own
-    CUDA graph. Prompt tiles run the tensor-core matmul, decode tiles the int8 one (engine.kernels.dp4a_gemv; the tile's
+    GPU: prompt rows in 128-row tiles (512 for MoE models), decode rows in 16-row tiles (a lone one in a
+    1-row tile), each size its own CUDA graph. Prompt tiles run the tensor-core matmul, decode tiles the int8 one (engine.kernels.dp4a_gemv; the tile's
     real rows only) unless STRATA_DECODE_KERNEL says otherwise; all are row-invariant at any row count,
     so a decode tile's head may stop at its last wanted row."""
     prompt: int
     decode: int
     chunk: int                     # prompt rows a slot reads per window
     same_numerics: bool = False    # a row's result is the same at either tile size
+    # GPU: a decode row alone in its tile runs in a 1-row tile instead (its own graph), where the int8
+    # kernel takes one x row per pass; a row's bits are the same in either tile (engine.kernels.dp4a_gemv)
+    solo: int = 0
+
+    def decode_sizes(self) -> set[int]:
+        return {self.decode, self.solo} - {0}
 
 
 @dataclass
@@ -68,14 +74,15 @@ class Rows:
             rows = [i for i, k in enumerate(kinds) if k == want]
             for a in range(0, len(rows), size):
                 chunk = rows[a:a + size]
+                n = sizes.solo if not want and len(chunk) == 1 and sizes.solo else size
                 start = len(toks)
                 for j, i in enumerate(chunk):
                     index[i] = start + j
-                pad = size - len(chunk)
+                pad = n - len(chunk)
                 toks += [tokens[i] for i in chunk] + [0] * pad
                 sl += [slots[i] for i in chunk] + [scratch_slot] * pad
                 ps += [positions[i] for i in chunk] + [0] * pad
-                bounds.append((start, size, len(chunk)))
+                bounds.append((start, n, len(chunk)))
         t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
         return cls(t(toks), t(sl), t(ps), len(tokens), bounds, index)
 
@@ -259,7 +266,7 @@ class Pipeline:
                     out.update(zip(inside, stage.logits(y[torch.tensor(inside, device=y.device)], rows=size)))
                 elif inside:   # the head runs on the whole tile; only the wanted rows travel to the host
                     # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
-                    end = a + size if size != self.tiles.decode else inside[-1] + 1
+                    end = a + size if size not in self.tiles.decode_sizes() else inside[-1] + 1
                     lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a]
                     out.update(zip(inside, lg))
         return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)

@@ -91,13 +91,82 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _row_q4k(acc, xp, dp, ok, ok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, INTERP: tl.constexpr):
+    """acc + one x row's share of a Q4_K unit (64 nibbles: low ones sub-block 2g, high ones 2g + 1)."""
+    zero = tl.zeros_like(ca)
+    plo = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
+    plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), plo, INTERP), axis=3)
+    phi = _dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 8, mask=ok, other=0), zero, INTERP)
+    phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, tl.load(xp + 12, mask=ok, other=0), phi, INTERP), axis=3)
+    dx_lo = tl.load(dp, mask=ok3, other=0.0)
+    xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
+    dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
+    xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
+    t = tl.fma((sc_hi * phi).to(tl.float32), dx_hi, (sc_lo * plo).to(tl.float32) * dx_lo)
+    acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))
+    return acc
+
+
+@triton.jit
+def _row_q8(acc, xp, dp, ok, ok3, ca, cb, d, INTERP: tl.constexpr):
+    """acc + one x row's share of a Q8_0 block (32 int8 codes: two 16-byte halves)."""
+    p = _dp4a(ca, tl.load(xp, mask=ok, other=0), tl.zeros_like(ca), INTERP)
+    p = _dp4a(cb, tl.load(xp + 4, mask=ok, other=0), p, INTERP)
+    p = tl.sum(p, axis=3).to(tl.float32)
+    dx = tl.load(dp, mask=ok3, other=0.0)
+    acc = tl.fma(d, dx * p, acc)
+    return acc
+
+
+@triton.jit
+def _row_q4(acc, xp, dp, ok, ok3, ca, dd, mm, KIND: tl.constexpr, INTERP: tl.constexpr):
+    """acc + one x row's share of a Q4_0 / Q4_1 block (32 nibbles: values 0..15 low, 16..31 high)."""
+    p = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), tl.zeros_like(ca), INTERP)
+    p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), p, INTERP), axis=3)
+    p = p.to(tl.float32)
+    dx = tl.load(dp, mask=ok3, other=0.0)
+    xs = tl.load(dp + 1, mask=ok3, other=0.0)
+    if KIND == 2:
+        acc = tl.fma(dd, tl.fma(-8.0, xs, dx * p), acc)
+    else:
+        acc = tl.fma(mm, xs, tl.fma(dd, dx * p, acc))
+    return acc
+
+
+@triton.jit
+def _row(acc, i, r3, M, xp, dp, rstride, dstride, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+         KIND: tl.constexpr, INTERP: tl.constexpr):
+    """acc + the share of x row r3 + i (r3: the pass's first row at full shape; real when < M) of the unit
+    step whose weights are loaded."""
+    ok3 = wok3 & (r3 + i < M)
+    ok = ok3[:, :, :, None]
+    xp = xp + i * rstride
+    dp = dp + i * dstride
+    if KIND == 4:
+        acc = _row_q4k(acc, xp, dp, ok, ok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, INTERP)
+    elif KIND == 1:
+        acc = _row_q8(acc, xp, dp, ok, ok3, ca, cb, dd, INTERP)
+    else:
+        acc = _row_q4(acc, xp, dp, ok, ok3, ca, dd, dmin, KIND, INTERP)
+    return acc
+
+
+@triton.jit
+def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
+    r = r0 + i + tl.zeros((1, 1), dtype=tl.int32)
+    tl.store(part + r * stride_pm + n_raw[None, :], tl.sum(acc, axis=2), mask=(r < M) & (n_raw < N)[None, :])
+
+
+@triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
-          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr):
-    """Row r0 (real when < M) times weight rows n_raw, stored to part.
+          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr):
+    """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw, stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
-    block). L lanes walk a weight row's units in steps of L."""
+    block). L lanes walk a weight row's units in steps of L. Each step loads the weights once and gives
+    them to the pass's RB rows one after another, each row by the same code into its own accumulator
+    (RB <= 4), so a row's bits do not depend on the pass it lands in nor on the rows beside it."""
     if KIND == 4:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64                     # units per weight row
@@ -108,11 +177,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         WU: tl.constexpr = 4
         U = K // 32
     NB = K // 32                        # 32-value x blocks per row
-    RB: tl.constexpr = 1                               # the tiles' leading (row) dim: one row
-    full = tl.zeros((RB, BN, L), dtype=tl.int32)      # every tensor at full shape: one layout
-    r3 = r0 + tl.arange(0, RB)[:, None, None] + full
-    rok3 = r3 < M
-    rok = rok3[:, :, :, None]
+    full = tl.zeros((1, BN, L), dtype=tl.int32)       # every tensor at full shape: one layout
+    r3 = r0 + full
     n3 = tl.minimum(n_raw, N - 1)[None, :, None] + full
     u3 = tl.arange(0, L)[None, None, :] + full
     j = tl.arange(0, 4)[None, None, None, :]            # a thread's 16-byte vector: 4 words
@@ -130,57 +196,51 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         else:
             sp = scales + n3 * NB + u3
         dp = xds + (r3 * NB + u3) * 2
-    acc = tl.zeros((RB, BN, L), dtype=tl.float32)
+    acc0 = tl.zeros((1, BN, L), dtype=tl.float32)
+    acc1 = tl.zeros((1, BN, L), dtype=tl.float32)
+    acc2 = tl.zeros((1, BN, L), dtype=tl.float32)
+    acc3 = tl.zeros((1, BN, L), dtype=tl.float32)
     for u0 in range(0, U, L):
         if EVEN:
-            ok3 = rok3
             wok3 = full == 0
         else:
             wok3 = u3 + u0 < U
-            ok3 = rok3 & wok3
-        ok = ok3[:, :, :, None]
         wok = wok3[:, :, :, None]
         ca = tl.load(cp, mask=wok, other=0)
-        zero = tl.zeros_like(ca * tl.load(xp, mask=ok, other=0))
-        if KIND == 1:                   # 32 int8 codes: two 16-byte halves
+        cb = ca
+        dmin = tl.zeros((1, BN, L), dtype=tl.float32)
+        sc_lo = full
+        sc_hi = full
+        mn_lo = dmin
+        mn_hi = dmin
+        if KIND == 1:
             cb = tl.load(cp + 4, mask=wok, other=0)
-            p = _dp4a(ca, tl.load(xp, mask=ok, other=0), zero, INTERP)
-            p = _dp4a(cb, tl.load(xp + 4, mask=ok, other=0), p, INTERP)
-            p = tl.sum(p, axis=3).to(tl.float32)
-            d = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-            dx = tl.load(dp, mask=ok3, other=0.0)
-            acc = tl.fma(d, dx * p, acc)
-        elif KIND == 4:                 # 64 nibbles: low ones sub-block 2g, high ones 2g + 1
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        elif KIND == 4:
             cb = tl.load(cp + 4, mask=wok, other=0)
-            plo = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
-            plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), plo, INTERP), axis=3)
-            phi = _dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 8, mask=ok, other=0), zero, INTERP)
-            phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, tl.load(xp + 12, mask=ok, other=0), phi, INTERP), axis=3)
             dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
             dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
             sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
             sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
             mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
             mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
-            dx_lo = tl.load(dp, mask=ok3, other=0.0)
-            xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
-            dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
-            xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
-            t = tl.fma((sc_hi * phi).to(tl.float32), dx_hi, (sc_lo * plo).to(tl.float32) * dx_lo)
-            acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))
             gp += 4 * L
-        else:                           # 32 nibbles: values 0..15 low, 16..31 high
-            p = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
-            p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), p, INTERP), axis=3)
-            p = p.to(tl.float32)
-            dx = tl.load(dp, mask=ok3, other=0.0)
-            xs = tl.load(dp + 1, mask=ok3, other=0.0)
+        else:
             dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-            if KIND == 2:
-                acc = tl.fma(dd, tl.fma(-8.0, xs, dx * p), acc)
-            else:
-                mm = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
-                acc = tl.fma(mm, xs, tl.fma(dd, dx * p, acc))
+            if KIND == 3:
+                dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+        rs = K // 4
+        ds = NB * 2
+        acc0 = _row(acc0, 0, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                    KIND, INTERP)
+        if RB > 1:
+            acc1 = _row(acc1, 1, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                        KIND, INTERP)
+        if RB > 2:
+            acc2 = _row(acc2, 2, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                        KIND, INTERP)
+            acc3 = _row(acc3, 3, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                        KIND, INTERP)
         cp += L * WU
         if KIND == 4:
             xp += 16 * L
@@ -190,19 +250,22 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             xp += 8 * L
             sp += 2 * L if KIND == 3 else L
             dp += 2 * L
-    out = tl.sum(acc, axis=2)
-    r2 = (r0 + tl.arange(0, RB))[:, None]
-    tl.store(part + r2 * stride_pm + n_raw[None, :], out, mask=(r2 < M) & (n_raw < N)[None, :])
+    _store_row(acc0, 0, r0, M, part, stride_pm, n_raw, N)
+    if RB > 1:
+        _store_row(acc1, 1, r0, M, part, stride_pm, n_raw, N)
+    if RB > 2:
+        _store_row(acc2, 2, r0, M, part, stride_pm, n_raw, N)
+        _store_row(acc3, 3, r0, M, part, stride_pm, n_raw, N)
 
 
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr):
+                 INTERP: tl.constexpr, RB: tl.constexpr):
     n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
-    for r in range(0, M):           # one row at a time, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP)
+    for r in range(0, M, RB):       # RB rows per pass, every row by the same code
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB)
     zero = tl.zeros((BN,), dtype=tl.float32)
     for r in range(M, T):
         tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)
@@ -212,6 +275,11 @@ WARPS = int(os.environ.get("STRATA_DP4A_WARPS", "4"))
 # weight rows per thread; the interpreter runs programs one by one, so there fewer, larger ones (a
 # weight row's arithmetic is the same in any program)
 ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1"))
+# x rows per pass (1, 2 or 4) in tiles of more than one row: each weight vector loaded once for them.
+# A 1-row tile takes one (fewer registers, more programs per SM: H200, llama-3-8b shape, one stream
+# 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
+# setting: each row of a pass runs the same code into its own accumulator.
+ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
@@ -223,19 +291,20 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD) -> tuple[torch.Tensor, int]:
+                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
-    quantized here. warps and nr (weight rows per thread) are for measuring only."""
+    quantized here. warps, nr (weight rows per thread) and rb (x rows per pass) are for measuring only."""
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
         return part, 1
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
+    rb = 1 if t == 1 else rb
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, RB=rb, num_warps=warps, **NO_FUSION)
     return part, 1

@@ -157,9 +157,12 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
             row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
-        for cfg in (configs or []) if m in (1, 8) else []:
+        for cfg in (configs or []) if m in (1, 8) or (configs and configs[0][0] == "rb" and m <= 16) else []:
             try:
-                if cfg[0] == "imma":
+                if cfg[0] == "rb":
+                    call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
+                    key = f"cfg rb{cfg[1]}"
+                elif cfg[0] == "imma":
                     _, ibn, iw, ist, itg = cfg
                     call = lambda: im.matmul_parts(x, p, nreal, None, itg, ibn, iw, ist)  # noqa: E731
                     key = f"cfg i{ibn}/{iw}w/{ist}s/{itg}"
@@ -186,6 +189,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
+    ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
     ap.add_argument("--json")
     ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
@@ -204,6 +208,8 @@ def main() -> int:
     if args.sweep_imma:
         configs = [("imma", bn, w, st, tg) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 4)
                    for tg in (264, 528)]
+    if args.sweep_rb:
+        configs = [("rb", 1), ("rb", 2), ("rb", 4)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
     for qt, model in plan:

@@ -3,7 +3,8 @@
 # and sampled on 1 GPU and in 2 stages / 2 groups with a non-default split, the counting model with
 # piped MTP 3, the MoE small model with MTP spec 3 (the 2-stage runs on two GPUs where there are two,
 # else both stages on cuda:0); decode benches (8B 1 and 8 streams, SmolLM2 1 stream, the qwen3-30b-a3b
-# MoE shape 1 stream); the host parts of a decode step.
+# MoE shape 1 stream); the host parts of a decode step. Slots decoding alone run the 1-row tile, together
+# the 16-row one: batch-test compares the two.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
@@ -25,7 +26,7 @@ check "batch-test moe spec 3 sampled" $BT --model $M/moe.gguf --devices cuda:0 -
   --temperature 0.8 --seed 3
 B8="$S bench --model $M/l8b.gguf --devices cuda:0 --max-tokens 64 --ctx 1024"
 check "bench 8b 1,8" timeout 150 $B8 --streams 1,8 --parallel 8
-check "bench smol 1" timeout 60 $S bench --model $M/smol.gguf --devices cuda:0 --streams 1 --max-tokens 128 --ctx 1024
+check "bench smol 1,8" timeout 90 $S bench --model $M/smol.gguf --devices cuda:0 --streams 1,8 --parallel 8 --max-tokens 128 --ctx 1024
 check "host parts 8b" timeout 150 python3 tests/gpu/profile_host.py $M/l8b.gguf 60
 if [ -n "${MOE:-}" ]; then
   $S make-model --arch qwen3moe --shape qwen3-30b-a3b --qtype Q4_K --out $M/q30.gguf >/dev/null
