@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.block import Tile, run_block
+from engine.block import Tile, device_experts, run_block
 from engine.config import ModelConfig
 from engine.layers import rms_norm, rope_tables
 from engine.weights import DrafterWeights, HeadWeights
@@ -124,19 +124,58 @@ class MtpDrafter:
         self.v = torch.zeros(shape, dtype=dtype, device=self.device)
         self.rope = rope_tables(cfg.layer_rope_base(self.layer), cfg.rope_dim, ctx, self.device)
         self.ctx = ctx
+        self.graphs = None       # engine.draft_graph.DraftGraphs once captured (GPU)
+        self.scratch_slot = n_slots
 
-    def _rows(self, hidden: torch.Tensor, next_tokens: list[int], slots: list[int], pos: list[int]):
-        e = self.embedding.rows(torch.tensor(next_tokens, device=self.device)).float() * self.cfg.embed_scale
+    def capture(self) -> None:
+        """Capture the drafter's passes as CUDA graphs where its block's work stays on the device (the
+        loader calls this on a GPU stage that replays graphs, with drafts on, before any stage thread
+        runs)."""
+        from engine.draft_graph import TILE, DraftGraphs
+
+        lw = self.w.block
+        if self.device.type == "cuda" and (lw.router is None or all(device_experts(lw, n) for n in (1, TILE))):
+            self.graphs = DraftGraphs(self, self.scratch_slot)
+
+    def _layer(self, tok: torch.Tensor, hidden: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
+               n_dev: torch.Tensor | None = None) -> torch.Tensor:
+        """The layer over rows (device tensors; n_dev: the real rows, a device scalar, in a graph)."""
+        e = self.embedding.rows(tok).float() * self.cfg.embed_scale
         x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps),
                        rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps)), dim=-1)
-        x = self.w.eh_proj.linear(x)
-        tile = Tile(torch.tensor(slots, device=self.device), torch.tensor(pos, device=self.device), len(slots))
+        if n_dev is None:
+            x = self.w.eh_proj.linear(x)
+        else:
+            x = self.w.eh_proj.linear(x, n_dev=n_dev)
+        tile = Tile(slot, pos, slot.shape[0], n_dev)
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
 
-    def _propose(self, g: torch.Tensor) -> tuple[list[int], list[float]]:
-        lg = self.head.linear(rms_norm(g, self.w.head_norm, self.cfg.norm_eps)).float()
+    def _pick(self, g: torch.Tensor, n_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's greedy proposal and its probability (device tensors)."""
+        h = rms_norm(g, self.w.head_norm, self.cfg.norm_eps)
+        lg = (self.head.linear(h) if n_dev is None else self.head.linear(h, n_dev=n_dev)).float()
         p, tok = torch.softmax(lg, dim=-1).max(dim=-1)
-        return tok.tolist(), p.tolist()
+        return tok, p
+
+    def _rows(self, hidden: torch.Tensor, tok, slots: list[int], pos: list[int]) -> torch.Tensor:
+        """The layer over rows: tok a host list or a device tensor of token ids."""
+        if self.graphs is not None:
+            return self.graphs.run("layer", hidden, tok, slots, pos)[0]
+        tok = tok if isinstance(tok, torch.Tensor) else torch.tensor(tok)
+        return self._layer(tok.to(self.device), hidden, torch.tensor(slots, device=self.device),
+                           torch.tensor(pos, device=self.device))
+
+    def _propose(self, g: torch.Tensor, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.graphs is not None:
+            return tuple(self.graphs.run("pick", g, None, slots, [0] * len(slots)))
+        return self._pick(g)
+
+    def _step(self, h: torch.Tensor, tok: torch.Tensor, slots: list[int], pos: list[int]):
+        """One chain step: the layer on the last proposals, then the next ones (g, tok, p)."""
+        if self.graphs is not None:
+            return tuple(self.graphs.run("step", h, tok, slots, pos))
+        g = self._rows(h, tok, slots, pos)
+        return (g, *self._pick(g))
 
     @torch.inference_mode()
     def advance(self, parts, verdicts, seqs, hidden: torch.Tensor, depth: int, min_p: float) -> dict[int, list[int]]:
@@ -164,17 +203,30 @@ class MtpDrafter:
             return {}
         h = g[torch.tensor([last[s] for s in live], device=g.device)]
         at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
-        out: dict[int, list[int]] = {s: [] for s in live}
+        tok, p = self._propose(h, live)
+        steps = []                                         # (chains, their proposals, probabilities)
         for step in range(depth):
-            toks, probs = self._propose(h)
-            for s, tok in zip(live, toks):
-                out[s].append(tok)
-            keep = [i for i, (s, p) in enumerate(zip(live, probs)) if p >= min_p and at[s] + 2 < self.ctx]
+            steps.append((live, tok, p))
+            keep = [i for i, s in enumerate(live) if at[s] + 2 < self.ctx]
+            if self.graphs is None and min_p > 0:          # eager: stop unsure chains now (on a GPU the
+                probs = p.tolist()                         # chain runs on and they are cut below)
+                keep = [i for i in keep if probs[i] >= min_p]
             if step + 1 == depth or not keep:
                 break
+            idx = torch.tensor(keep, device=h.device)
             live = [live[i] for i in keep]
             for s in live:
                 at[s] += 1
-            h = self._rows(h[torch.tensor(keep, device=h.device)], [toks[i] for i in keep], live,
-                           [at[s] for s in live])
+            h, tok, p = self._step(h[idx], tok[idx], live, [at[s] for s in live])
+        toks = torch.cat([t for _, t, _ in steps]).tolist()      # the chain's one trip to the host
+        probs = torch.cat([q for _, _, q in steps]).tolist()
+        out: dict[int, list[int]] = {s: [] for s in steps[0][0]}
+        done, i = set(), 0
+        for chains, _, _ in steps:
+            for s in chains:
+                if s not in done:
+                    out[s].append(toks[i])
+                    if probs[i] < min_p:
+                        done.add(s)
+                i += 1
         return out

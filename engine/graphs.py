@@ -1,4 +1,4 @@
-"""CUDA graphs for a stage's forward over one tile.
+"""CUDA graphs for a stage's forward over one tile, and for the MTP drafter's passes.
 
 A tile always has the same number of rows and every kernel in the stage forward reads its bounds on
 the device, so one captured graph per stage replays any tile: copy the tile's hidden states, slots and
@@ -12,35 +12,61 @@ import torch
 
 
 class TileGraph:
+    """One captured pass over an n-row tile. Inputs: x [n, n_embd] float32, token ids, slots, positions
+    and the number of real rows (meta[2, 0]); `forward(x, tok, slot, pos, n_real)` returns the tensors the
+    graph leaves in its own buffers (read them before the next replay)."""
+
     def __init__(self, forward, n_rows: int, n_embd: int, scratch_slot: int, device: torch.device):
         self.x = torch.zeros((n_rows, n_embd), dtype=torch.float32, device=device)
-        # slots, positions and (in [2, 0]) the number of real rows: one copy per replay
-        self.meta = torch.zeros((3, n_rows), dtype=torch.long, device=device)
+        # slots, positions, (in [2, 0]) the number of real rows, token ids: one copy per replay
+        self.meta = torch.zeros((4, n_rows), dtype=torch.long, device=device)
         self.meta[0] = scratch_slot
         self.meta[2, 0] = n_rows
-        self.slot, self.pos, self.n_real = self.meta[0], self.meta[1], self.meta[2, :1]
+        self.slot, self.pos, self.n_real, self.tok = self.meta[0], self.meta[1], self.meta[2, :1], self.meta[3]
+        self.outputs = self._capture(forward, device)
+
+    def _capture(self, forward, device: torch.device) -> tuple:
         with torch.cuda.device(device):
             stream = torch.cuda.Stream(device)          # capture needs a side stream
             stream.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(stream):
-                forward(self.x, self.slot, self.pos, self.n_real)    # warm-up: compiles kernels, makes lazy buffers
+                forward(self.x, self.tok, self.slot, self.pos, self.n_real)   # warm-up: compiles kernels, makes lazy buffers
                 stream.synchronize()
                 self.graph = torch.cuda.CUDAGraph()
                 # thread-local mode: another thread's CUDA calls during a capture do not break it
                 self.graph.capture_begin(capture_error_mode="thread_local")
                 try:
-                    self.out, self.logits = forward(self.x, self.slot, self.pos, self.n_real)
+                    outputs = forward(self.x, self.tok, self.slot, self.pos, self.n_real)
                 finally:
                     self.graph.capture_end()
             torch.cuda.current_stream(device).wait_stream(stream)
+        return outputs
+
+    def _replay(self) -> tuple:
+        self.graph.replay()
+        return self.outputs
+
+    def replay(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
+               tok: torch.Tensor | None = None) -> tuple:
+        """Copy the inputs in (x and tok may be device tensors: no host wait), replay; the graph's own
+        output buffers. Rows past the given ones keep the scratch slot / position 0 only if the caller
+        passes them padded: slot and pos hold all n rows."""
+        n = slot.shape[0]
+        if x is not None:
+            self.x[:x.shape[0]].copy_(x, non_blocking=True)
+        count = torch.zeros_like(slot)
+        count[0] = n_real
+        rows = [slot, pos, count]
+        if tok is not None and tok.device == slot.device:
+            rows.append(tok)
+        elif tok is not None:
+            self.tok[:tok.shape[0]].copy_(tok, non_blocking=True)
+        self.meta[:len(rows), :n].copy_(torch.stack(rows), non_blocking=True)
+        return self._replay()
 
     def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
             n_real: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(hidden out, the real rows' logits where the graph runs the head, else None), both copies:
-        the next replay reuses the graph's buffers."""
-        self.x.copy_(x, non_blocking=True)
-        count = torch.zeros_like(slot)
-        count[0] = n_real
-        self.meta.copy_(torch.stack((slot, pos, count)), non_blocking=True)
-        self.graph.replay()
-        return self.out.clone(), (self.logits[:n_real].clone() if self.logits is not None else None)
+        """A stage tile: (hidden out, the real rows' logits where the graph runs the head, else None),
+        both copies: the next replay reuses the graph's buffers."""
+        out, logits = self.replay(x, slot, pos, n_real)
+        return out.clone(), (logits[:n_real].clone() if logits is not None else None)

@@ -87,7 +87,7 @@ class Stage:
         if self.graphed(n_rows) and n_rows not in self._graphs:
             head = with_logits and self.head is not None
 
-            def body(gx, gs, gp, gn):
+            def body(gx, _tok, gs, gp, gn):
                 tile = Tile(gs, gp, gx.shape[0], gn)
                 h = self._forward(gx, tile)
                 return (h, self.logits(h, gn)) if head else (h, None)

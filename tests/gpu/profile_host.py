@@ -5,10 +5,14 @@ thread's under Python 3.12).
 
     python3 tests/gpu/profile_host.py MODEL [STEPS] [DEVICES]
 
-Prints the step time and the GPU kernel time per step (the rest of a step the GPU waits for the host).
+Prints the step time and the GPU kernel time per step (the rest of a step the GPU waits for the host),
+and the kernels that took most of it. SPEC=N (env): MTP drafts at that window size (a model with an
+MTP layer; random weights reject nearly every proposal, but the drafter runs its whole chain each
+window), with the drafter's parts timed too.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -57,6 +61,10 @@ def timed_parts(core, steps: int) -> dict[str, float]:
     wrap(torch.cuda.Stream, "synchronize", "stream sync (GPU still busy)")
     wrap(pl.Pipeline, "_logits", "logits to the host")
     wrap(sch, "verdict", "verdict: picks on the host")
+    import engine.drafts as dr
+    wrap(dr.MtpDrafter, "advance", "drafter: catch-up and chain (whole)")
+    wrap(dr.MtpDrafter, "_rows", "drafter: layer rows")
+    wrap(dr.MtpDrafter, "_propose", "drafter: head and pick (host)")
     t0 = time.perf_counter()
     for _ in range(steps):
         core.step()
@@ -72,7 +80,8 @@ def main() -> int:
     out: list = []
     core = EngineCore(out.append)
     devices = sys.argv[3] if len(sys.argv) > 3 else "cuda:0"
-    core.handle(LoadModel(config=EngineConfig(model=model, devices=devices, ctx=1024)))
+    spec = int(os.environ.get("SPEC", "1"))
+    core.handle(LoadModel(config=EngineConfig(model=model, devices=devices, ctx=1024, spec=spec)))
     core.handle(AddRequest(request_id="a", prompt="Hello there", sampling=SamplingParams(max_tokens=steps * 5,
                                                                                            ignore_eos=True)))
     for _ in range(steps):                           # prompt, then warm decode steps
@@ -94,6 +103,8 @@ def main() -> int:
     ka = prof.key_averages()
     gpu = sum(e.self_device_time_total for e in ka) / steps
     print(f"GPU kernels {gpu:.0f} us per step")
+    for e in sorted(ka, key=lambda e: -e.self_device_time_total)[:12]:
+        print(f"  {e.self_device_time_total / steps:8.1f} us  {e.count / steps:5.1f}x  {e.key[:90]}")
     return 0
 
 

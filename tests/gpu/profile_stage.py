@@ -2,8 +2,8 @@
 
     python3 tests/gpu/profile_stage.py MODEL [REAL_ROWS ...] [prompt]
 
-Loads MODEL on cuda:0, then for each count of real rows (default 1 and 8) replays the 16-row decode
-tile's graph 20 times: prints the replay time (CUDA events), the GPU time per kernel name (sum over the
+Loads MODEL on cuda:0, then for each count of real rows (default 1 and 8) replays the decode tile's
+graph 20 times (the 1-row tile for one row, else the 16-row one): prints the replay time (CUDA events), the GPU time per kernel name (sum over the
 replays / 20) and what the kernels leave idle between them (replay time - kernel time). `prompt`: the
 prompt tile instead, all rows real, one slot's positions 0, 1, ... (the first tile of a prompt).
 """
@@ -28,8 +28,9 @@ def main() -> int:
     counts = [int(a) for a in sys.argv[2:] if a != "prompt"] or [1, 8]
     lm = load_model(EngineConfig(model=model, devices="cuda:0", parallel=16, ctx=1024))
     stage = lm.pipeline.stages[0]
-    rows = lm.pipeline.tiles.prompt if prompt else lm.pipeline.tiles.decode
-    for n_real in [rows] if prompt else counts:
+    tiles = lm.pipeline.tiles
+    for n_real in [tiles.prompt] if prompt else counts:
+        rows = tiles.prompt if prompt else (tiles.solo if n_real == 1 and tiles.solo else tiles.decode)
         x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
         slot = torch.zeros(rows, dtype=torch.long, device="cuda:0") if prompt else torch.arange(rows, device="cuda:0")
         pos = torch.arange(rows, device="cuda:0") if prompt else torch.full((rows,), 100, device="cuda:0")

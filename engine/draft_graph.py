@@ -1,0 +1,68 @@
+"""The MTP drafter's passes as CUDA graphs (GPU stages that replay graphs).
+
+Eager, a drafter pass is ~30 kernel launches from Python, and each proposal went to the host before
+the next step: on the llama-3-8b shape with an MTP layer and --spec 4, one stream, the drafter took
+5.9 ms of an 11.3 ms window while its GPU work was ~1.2 ms (tests/gpu/profile_host.py SPEC=4, H200,
+2026-12-01). Here each pass is one replay over a tile of 1 or 16 rows (longer runs in several tiles;
+padding rows on the drafter's scratch slot): `layer` (token ids, trunk hidden states, slots, positions
+-> the layer's output rows), `pick` (layer outputs -> each row's greedy proposal and its probability)
+and `step` (both in one). Token ids can come from the device, so a chain's proposals stay there until
+the drafter copies them all to the host once (engine.drafts.MtpDrafter.advance).
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.graphs import TileGraph
+
+TILE = 16        # rows per drafter tile; a lone row gets a 1-row tile
+
+
+def tiles(n: int) -> list[tuple[int, int, int]]:
+    """(start, tile rows, real rows) covering n rows."""
+    out = []
+    for a in range(0, n, TILE):
+        m = min(TILE, n - a)
+        out.append((a, 1 if m == 1 else TILE, m))
+    return out
+
+
+class DraftGraphs:
+    def __init__(self, drafter, scratch_slot: int):
+        self.scratch = scratch_slot
+        self.graphs: dict[tuple[str, int], TileGraph] = {}
+        d = drafter
+
+        def layer(x, tok, slot, pos, n):
+            return (d._layer(tok, x, slot, pos, n),)
+
+        def pick(x, _tok, _slot, _pos, n):
+            return d._pick(x, n)
+
+        def step(x, tok, slot, pos, n):
+            g = d._layer(tok, x, slot, pos, n)
+            return (g, *d._pick(g, n))
+
+        with torch.inference_mode():
+            for rows in (1, TILE):
+                for name, body in (("layer", layer), ("pick", pick), ("step", step)):
+                    self.graphs[name, rows] = TileGraph(body, rows, d.cfg.n_embd, scratch_slot, d.device)
+
+    def run(self, name: str, x: torch.Tensor, tok, slots: list[int], pos: list[int]) -> list[torch.Tensor]:
+        """The named pass over len(slots) rows, tile by tile: its outputs for those rows (copies).
+        tok: token ids (a host list or a device tensor), or None for `pick`."""
+        if isinstance(tok, list):
+            tok = torch.tensor(tok, dtype=torch.long)
+        parts = []
+        for a, size, m in tiles(len(slots)):
+            pad = size - m
+            slot = torch.tensor(slots[a:a + m] + [self.scratch] * pad, dtype=torch.long)
+            p = torch.tensor(pos[a:a + m] + [0] * pad, dtype=torch.long)
+            t = None
+            if tok is not None:
+                t = tok[a:a + m]
+                if pad and t.device.type == "cpu":
+                    t = torch.cat((t, t.new_zeros(pad)))
+            outs = self.graphs[name, size].replay(x[a:a + m], slot, p, m, t)
+            parts.append([o[:m].clone() for o in outs])
+        return [torch.cat(col) if len(col) > 1 else col[0] for col in zip(*parts)]

@@ -1,0 +1,61 @@
+"""The MTP drafter's graph path (engine.draft_graph) checked on a CPU: each pass is "replayed" by
+running it again on the graph's input buffers, so what the path feeds in and reads out (tiles of 1 and
+16 rows with padding on the scratch slot, tokens kept on the device between chain steps, one trip to
+the host, chains cut by spec-min-p afterwards) must give the eager drafter's proposals. The CUDA capture
+itself runs on the GPU machine (tests/gpu/run_final11.sh, tests/gpu/run_draft_profile.sh)."""
+from __future__ import annotations
+
+import pytest
+
+from app.local_engine import local_client
+from app.run_requests import run_together
+from engine import draft_graph
+from engine.drafts import MtpDrafter
+from engine.graphs import TileGraph
+from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+
+class EagerGraph(TileGraph):
+    def _capture(self, forward, device):
+        self._forward = forward
+        return forward(self.x, self.tok, self.slot, self.pos, self.n_real)
+
+    def _replay(self):
+        return self._forward(self.x, self.tok, self.slot, self.pos, self.n_real)
+
+
+def outcome(model: str, layout: dict, n: int, graphs: bool, monkeypatch) -> dict:
+    if graphs:
+        monkeypatch.setattr(draft_graph, "TileGraph", EagerGraph)
+        real = MtpDrafter.__init__
+
+        def init(self, *a, **k):
+            real(self, *a, **k)
+            self.graphs = draft_graph.DraftGraphs(self, self.scratch_slot)
+        monkeypatch.setattr(MtpDrafter, "__init__", init)
+    reqs = [AddRequest(request_id=f"r{i}", prompt=f"count from {i}",
+                       sampling=SamplingParams(max_tokens=20, ignore_eos=True, seed=i)) for i in range(n)]
+    with local_client(EngineConfig(model=model, **layout)) as eng:
+        out = run_together(eng, reqs)
+    monkeypatch.undo()
+    return {k: (o.tokens, o.done.drafts_offered, o.done.drafts_accepted, o.done.windows) for k, o in out.items()}
+
+
+@pytest.mark.parametrize("layout", [dict(devices="cpu", parallel=1, spec=4),           # 1-row tiles
+                                    dict(devices="cpu", parallel=3, spec=4),           # 16-row tiles
+                                    dict(devices="cpu,cpu", parallel=4, batch_groups="2", piped_mtp=3)])
+def test_the_graph_path_proposes_what_the_eager_drafter_does(counting, layout, monkeypatch):
+    model = str(counting("llama"))
+    eager = outcome(model, layout, layout["parallel"], False, monkeypatch)
+    assert all(acc > 0.9 * off for _, off, acc, _ in eager.values())      # the counting drafter agrees
+    assert outcome(model, layout, layout["parallel"], True, monkeypatch) == eager
+
+
+def test_the_graph_path_cuts_unsure_chains_like_the_eager_one(synthetic, monkeypatch):
+    """A random drafter's probabilities are tiny: with spec-min-p 0.5 each chain stops after its first
+    proposal, though on the graph path the chain's later steps still run."""
+    model = str(synthetic("llama", mtp=1))
+    layout = dict(devices="cpu", parallel=2, spec=4, spec_min_p=0.5)
+    eager = outcome(model, layout, 2, False, monkeypatch)
+    assert all(off <= windows for _, off, _, windows in eager.values())
+    assert outcome(model, layout, 2, True, monkeypatch) == eager
