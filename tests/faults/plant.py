@@ -86,7 +86,7 @@ FAULTS = [
           "acc = tl.fma(dd, t, acc)",
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
-          "    for r in range(0, M):", "    for r in range(0, M - 1):",
+          "    ok3 = wok3 & (r3 + i < M)", "    ok3 = wok3 & (r3 + i < M - 1)",
           [DG + "test_decode_kernel_is_right_and_row_invariant",
            DG + "test_decode_kernel_computes_only_the_real_rows"]),
     Fault("stream-mm-acc-dropped-f32", "engine/kernels/stream_matmul.py",
@@ -135,6 +135,19 @@ FAULTS = [
           "out.append(recorded[t] + 1)",
           "out.append(recorded[t])",
           ["tests/engine/test_drafts.py::test_replay_proposals_keep_the_recorded_tokens_at_the_rate_asked"]),
+    # the int8 decode kernel: a pass's later rows multiplied with its first row's x
+    Fault("dp4a-pass-rows-share-x", "engine/kernels/dp4a_gemv.py",
+          "    xp = xp + i * rstride\n", "    xp = xp + 0 * rstride\n",
+          [DG + "test_decode_kernel_is_right_and_row_invariant"]),
+    # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
+    Fault("solo-decode-tile-unused", "engine/pipeline.py",
+          "n = sizes.solo if not want and len(chunk) == 1 and sizes.solo else size",
+          "n = size",
+          ["tests/engine/test_tiles.py::test_a_lone_decode_row_gets_a_one_row_tile_on_a_gpu"]),
+    # the drafter's graph path: a chain past its first unsure proposal still offered
+    Fault("draft-graph-min-p-ignored", "engine/drafts.py",
+          "                    if probs[i] < min_p:\n", "                    if False:\n",
+          ["tests/engine/test_draft_graph.py::test_the_graph_path_cuts_unsure_chains_like_the_eager_one"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
