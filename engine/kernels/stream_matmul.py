@@ -33,9 +33,11 @@ MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
 
 
 @triton.jit
-def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K,
-               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
-    """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
+def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
+    """Weight rows n's values in 256-value chunk c, float32 with engine.quant's formulas: Q8_0 w [BN, 8, 32]
+    (value c*256 + 32 g + j); 4-bit types (w_lo, w_hi) [BN, NG, G], byte j of group g's low nibble
+    the value c*256 + 2 G g + j and its high nibble that + G (GGUF's order). Masked rows and values
+    past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
     if KIND == 1:                                    # Q8_0: int8 codes, f16 d per 32
@@ -45,7 +47,52 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
         ok = okn & (kk < K)
         q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
         d = tl.load(scales + nn * (K // 32) + c * 8 + g, mask=okn & (c * 8 + g < K // 32), other=0.0)
-        w = tl.reshape(q * d.to(tl.float32), (BN, 256))
+        w = q * d.to(tl.float32)
+        return w, w
+    if KIND == 4:
+        G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
+    else:
+        G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
+    NG: tl.constexpr = 128 // G
+    g = tl.arange(0, NG)[None, :, None]
+    j = tl.arange(0, G)[None, None, :]
+    kb = c * 128 + g * G + j                      # byte index in the row
+    ok = okn & (kb < K // 2)
+    b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
+    lo = (b & 0xF).to(tl.float32)
+    hi = (b >> 4).to(tl.float32)
+    if KIND == 4:
+        sb = nn * (K // 256) + c
+        d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
+        dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
+        sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=okn, other=0).to(tl.float32)
+        sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=okn, other=0).to(tl.float32)
+        mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=okn, other=0).to(tl.float32)
+        mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
+        w_lo = (d * sc_lo) * lo - dmin * mn_lo
+        w_hi = (d * sc_hi) * hi - dmin * mn_hi
+    else:
+        blk = nn * (K // 32) + c * 8 + g
+        bok = okn & (c * 8 + g < K // 32)
+        if KIND == 2:
+            d = tl.load(scales + blk, mask=bok, other=0.0).to(tl.float32)
+            w_lo = d * (lo - 8.0)
+            w_hi = d * (hi - 8.0)
+        else:
+            d = tl.load(scales + blk * 2, mask=bok, other=0.0).to(tl.float32)
+            mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0).to(tl.float32)
+            w_lo = d * lo + mm
+            w_hi = d * hi + mm
+    return w_lo, w_hi
+
+
+@triton.jit
+def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K,
+               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
+    """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
+    w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
+    if KIND == 1:
+        w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
         xt = tl.load(x_ptr + m[:, None] * stride_xm + kx[None, :], mask=m_ok[:, None] & (kx < K)[None, :],
                      other=0.0)
@@ -56,39 +103,9 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
             acc = tl.dot(xt, wt, acc)
     else:
         if KIND == 4:
-            G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
+            G: tl.constexpr = 32
         else:
-            G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
-        NG: tl.constexpr = 128 // G
-        g = tl.arange(0, NG)[None, :, None]
-        j = tl.arange(0, G)[None, None, :]
-        kb = c * 128 + g * G + j                      # byte index in the row
-        ok = okn & (kb < K // 2)
-        b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
-        lo = (b & 0xF).to(tl.float32)
-        hi = (b >> 4).to(tl.float32)
-        if KIND == 4:
-            sb = nn * (K // 256) + c
-            d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
-            dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
-            sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=okn, other=0).to(tl.float32)
-            sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=okn, other=0).to(tl.float32)
-            mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=okn, other=0).to(tl.float32)
-            mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
-            w_lo = (d * sc_lo) * lo - dmin * mn_lo
-            w_hi = (d * sc_hi) * hi - dmin * mn_hi
-        else:
-            blk = nn * (K // 32) + c * 8 + g
-            bok = okn & (c * 8 + g < K // 32)
-            if KIND == 2:
-                d = tl.load(scales + blk, mask=bok, other=0.0).to(tl.float32)
-                w_lo = d * (lo - 8.0)
-                w_hi = d * (hi - 8.0)
-            else:
-                d = tl.load(scales + blk * 2, mask=bok, other=0.0).to(tl.float32)
-                mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0).to(tl.float32)
-                w_lo = d * lo + mm
-                w_hi = d * hi + mm
+            G: tl.constexpr = 16
         i = tl.arange(0, 128)
         kx = c * 256 + (i // G) * (2 * G) + i % G     # the value of byte i's low nibble
         xm = x_ptr + m[:, None] * stride_xm
@@ -104,6 +121,33 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
             acc = tl.dot(x_lo, wl, acc)
             acc = tl.dot(x_hi, wh, acc)
     return acc
+
+
+@triton.jit
+def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: tl.constexpr):
+    """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    c = tl.program_id(1)
+    n_ok = n < N
+    w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
+    nn = n.to(tl.int64)[:, None, None]
+    if KIND == 1:
+        g = tl.arange(0, 8)[None, :, None]
+        j = tl.arange(0, 32)[None, None, :]
+        kk = c * 256 + g * 32 + j
+        tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=n_ok[:, None, None] & (kk < K))
+    else:
+        if KIND == 4:
+            G: tl.constexpr = 32
+        else:
+            G: tl.constexpr = 16
+        NG: tl.constexpr = 128 // G
+        g = tl.arange(0, NG)[None, :, None]
+        j = tl.arange(0, G)[None, None, :]
+        kk = c * 256 + g * (2 * G) + j
+        ok = n_ok[:, None, None] & (kk < K)
+        tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=ok)
+        tl.store(out_ptr + nn * K + kk + G, w_hi.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -238,6 +282,10 @@ DECODE_ROWS = 16                                                       # tiles u
 # (CUDA cores in float32) or "mma" (tensor cores, the prompt tiles' kernel). One choice for the whole run:
 # every decode row is then computed by the same kernel. Measured in tests/gpu/bench_matmul.py.
 DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
+# prompt tiles (more than DECODE_ROWS rows, bfloat16 x): "mma" (the tensor-core kernel above: each program
+# dequantizes its weight tile for its MMA_BM rows) or "cublas" (each weight dequantized once per tile to
+# x's dtype by one kernel, then torch.mm with float32 results: the tile's rows share one dequantization)
+PROMPT_KERNEL = os.environ.get("STRATA_PROMPT_KERNEL", "mma")
 GEMV_BN = int(os.environ.get("STRATA_GEMV_BN", "32"))
 GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
 GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
@@ -293,10 +341,34 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
         if x.shape[0]:
             launch_gemv(x, n_real, w, part, bn, s, cps)
         return part, s
+    if PROMPT_KERNEL == "cublas" and x.dtype != torch.float32:
+        return dense_product(x, w)[None], 1
     bn, s, cps = plan(w.n, w.k)
     part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
     launch(x, w, part, bn, s, cps)
     return part, s
+
+
+def dequantize(w: Packed, dtype) -> torch.Tensor:
+    """W as a dense [N, K] tensor of `dtype` (engine.quant's float32 values, then rounded to dtype)."""
+    out = torch.empty((w.n, w.k), dtype=dtype, device=w.codes.device)
+    bn = 16
+    _dequant_kernel[(triton.cdiv(w.n, bn), triton.cdiv(w.k, CHUNK))](
+        w.codes, w.scales, w.sub if w.sub is not None else w.scales, out, w.n, w.k, KIND=w.kind, BN=bn, num_warps=4)
+    return out
+
+
+def dense_product(x: torch.Tensor, w: Packed) -> torch.Tensor:
+    """x @ W.T in float32 (accumulated in float32) over W dequantized to x's dtype: the prompt tiles'
+    "cublas" path. A row's result depends only on that row at a fixed tile shape (cuBLAS picks its
+    kernel by the shape: prompt tiles always have the same row count)."""
+    wd = dequantize(w, x.dtype)
+    if x.is_cuda:
+        try:
+            return torch.mm(x, wd.T, out_dtype=torch.float32)
+        except (TypeError, RuntimeError, NotImplementedError):   # a torch without mm's out_dtype
+            return torch.mm(x, wd.T).float()
+    return torch.mm(x.float(), wd.float().T)      # CPU (the Triton interpreter's tests): float32
 
 
 def gemv_plan(n: int, k: int) -> tuple[int, int, int]:

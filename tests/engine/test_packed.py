@@ -74,6 +74,27 @@ def test_kernel_reads_the_layout_like_engine_quant(sm, qt):
     assert torch.equal(got, dequantize(data, qt, 20 * k).reshape(20, k))
 
 
+@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+def test_dequantize_kernel_writes_engine_quants_values(sm, qt):
+    """The prompt tiles' "cublas" path dequantizes each weight with one kernel: bit for bit the float32
+    values of engine.quant (a K tail inside the last chunk for the 32-value types), then rounded."""
+    k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 320
+    data = blocks(qt, 20, k, 4)
+    p = pack(data.to(DEV), qt, k)
+    ref = dequantize(data, qt, 20 * k).reshape(20, k)
+    assert torch.equal(sm.dequantize(p, torch.float32).cpu(), ref)
+    half = sm.dequantize(p, torch.bfloat16).cpu()
+    if DEV == "cuda":                       # round to nearest even, as torch rounds
+        assert torch.equal(half, ref.to(torch.bfloat16))
+    else:                                   # the interpreter's conversion truncates: within one bf16 step
+        assert ((half.float() - ref).abs() <= ref.abs() * 2.0 ** -7).all()
+    x = torch.randn(24, k, generator=torch.Generator().manual_seed(2)).to(DEV).to(torch.bfloat16)
+    y = sm.dense_product(x, p)
+    assert y.dtype == torch.float32
+    exact = x.double() @ ref.to(DEV).double().T
+    assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2
+
+
 def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> None:
     """Row 7 of `out` = linear(x) again, among other random rows, in calls of other sizes and places."""
     gen = torch.Generator().manual_seed(5)
