@@ -26,7 +26,8 @@ from engine.model_info import INT4_PARTS, cpu_matrix_bytes, layer_bytes, model_i
 from engine.weights import WeightLoader
 
 # STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
-_GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "128"))
+# (512 rows: each weight is dequantized once per tile for its rows, engine.kernels.stream_matmul.PROMPT_KERNEL)
+_GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "512"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
               "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
@@ -162,7 +163,11 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     ends = starts[1:] + [cfg.n_layers]
     cache = [cfg.cache_bytes(i, ctx, config.parallel + 1) for i in range(cfg.n_layers + 1)]   # + the nextn block's
     last = len(starts) - 1
-    need = [sum(lb[a:b]) + sum(cache[a:b]) + (embd if k == 0 else 0)
+    # GPU prompt tiles: a block's widest weight dequantized for the tile (fused gate|up, bfloat16) and the
+    # tile's widest activations (float32)
+    ff = max(cfg.n_ff, cfg.shexp_ff, cfg.n_embd)
+    work = 0 if on_cpu else 2 * ff * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
+    need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]
     layout.check_fits(need, devices)

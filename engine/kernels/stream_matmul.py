@@ -47,42 +47,43 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         ok = okn & (kk < K)
         q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
         d = tl.load(scales + nn * (K // 32) + c * 8 + g, mask=okn & (c * 8 + g < K // 32), other=0.0)
-        w = q * d.to(tl.float32)
-        return w, w
-    if KIND == 4:
-        G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
+        w_lo = q * d.to(tl.float32)
+        w_hi = w_lo
     else:
-        G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
-    NG: tl.constexpr = 128 // G
-    g = tl.arange(0, NG)[None, :, None]
-    j = tl.arange(0, G)[None, None, :]
-    kb = c * 128 + g * G + j                      # byte index in the row
-    ok = okn & (kb < K // 2)
-    b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
-    lo = (b & 0xF).to(tl.float32)
-    hi = (b >> 4).to(tl.float32)
-    if KIND == 4:
-        sb = nn * (K // 256) + c
-        d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
-        dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
-        sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=okn, other=0).to(tl.float32)
-        sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=okn, other=0).to(tl.float32)
-        mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=okn, other=0).to(tl.float32)
-        mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
-        w_lo = (d * sc_lo) * lo - dmin * mn_lo
-        w_hi = (d * sc_hi) * hi - dmin * mn_hi
-    else:
-        blk = nn * (K // 32) + c * 8 + g
-        bok = okn & (c * 8 + g < K // 32)
-        if KIND == 2:
-            d = tl.load(scales + blk, mask=bok, other=0.0).to(tl.float32)
-            w_lo = d * (lo - 8.0)
-            w_hi = d * (hi - 8.0)
+        if KIND == 4:
+            G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
         else:
-            d = tl.load(scales + blk * 2, mask=bok, other=0.0).to(tl.float32)
-            mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0).to(tl.float32)
-            w_lo = d * lo + mm
-            w_hi = d * hi + mm
+            G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
+        NG: tl.constexpr = 128 // G
+        g = tl.arange(0, NG)[None, :, None]
+        j = tl.arange(0, G)[None, None, :]
+        kb = c * 128 + g * G + j                      # byte index in the row
+        ok = okn & (kb < K // 2)
+        b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
+        lo = (b & 0xF).to(tl.float32)
+        hi = (b >> 4).to(tl.float32)
+        if KIND == 4:
+            sb = nn * (K // 256) + c
+            d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
+            dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
+            sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=okn, other=0).to(tl.float32)
+            sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=okn, other=0).to(tl.float32)
+            mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=okn, other=0).to(tl.float32)
+            mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
+            w_lo = (d * sc_lo) * lo - dmin * mn_lo
+            w_hi = (d * sc_hi) * hi - dmin * mn_hi
+        else:
+            blk = nn * (K // 32) + c * 8 + g
+            bok = okn & (c * 8 + g < K // 32)
+            if KIND == 2:
+                d = tl.load(scales + blk, mask=bok, other=0.0).to(tl.float32)
+                w_lo = d * (lo - 8.0)
+                w_hi = d * (hi - 8.0)
+            else:
+                d = tl.load(scales + blk * 2, mask=bok, other=0.0).to(tl.float32)
+                mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0).to(tl.float32)
+                w_lo = d * lo + mm
+                w_hi = d * hi + mm
     return w_lo, w_hi
 
 
@@ -285,7 +286,9 @@ DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
 # prompt tiles (more than DECODE_ROWS rows, bfloat16 x): "mma" (the tensor-core kernel above: each program
 # dequantizes its weight tile for its MMA_BM rows) or "cublas" (each weight dequantized once per tile to
 # x's dtype by one kernel, then torch.mm with float32 results: the tile's rows share one dequantization)
-PROMPT_KERNEL = os.environ.get("STRATA_PROMPT_KERNEL", "mma")
+# H200, llama-3-8b Q4_K, 512-token prompt (tests/gpu/run_prompt_cublas.sh): mma 3,696 tok/s at 128-row
+# tiles; cublas 7,198 at 128 and 14,151 at 512 (4,096 tokens: 2,746 / 3,956 / 5,297)
+PROMPT_KERNEL = os.environ.get("STRATA_PROMPT_KERNEL", "cublas")
 GEMV_BN = int(os.environ.get("STRATA_GEMV_BN", "32"))
 GEMV_TARGET = int(os.environ.get("STRATA_GEMV_TARGET", "528"))
 GEMV_WARPS = int(os.environ.get("STRATA_GEMV_WARPS", "4"))
