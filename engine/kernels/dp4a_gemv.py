@@ -26,6 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels.iq4 import kvalues4
 from engine.kernels.packed import Packed
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -144,7 +145,7 @@ def _row(acc, i, r3, M, xp, dp, rstride, dstride, wok, wok3, ca, cb, dd, dmin, s
     dp = dp + i * dstride
     if KIND == 4:
         acc = _row_q4k(acc, xp, dp, ok, ok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, INTERP)
-    elif KIND == 1:
+    elif KIND == 1 or KIND >= 5:        # int8 weights: Q8_0's codes, IQ4's looked-up values
         acc = _row_q8(acc, xp, dp, ok, ok3, ca, cb, dd, INTERP)
     else:
         acc = _row_q4(acc, xp, dp, ok, ok3, ca, dd, dmin, KIND, INTERP)
@@ -164,7 +165,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
-    block). L lanes walk a weight row's units in steps of L. Each step loads the weights once and gives
+    block; IQ4_NL / IQ4_XS 16 bytes, one 32-value run, its codes turned into their int8 values once for
+    the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights once and gives
     them to the pass's RB rows one after another, each row by the same code into its own accumulator
     (RB <= 4), so a row's bits do not depend on the pass it lands in nor on the rows beside it."""
     if KIND == 4:
@@ -193,6 +195,9 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         xp = xq + (r3 * (K // 4) + u3 * 8)[:, :, :, None] + j
         if KIND == 3:
             sp = scales + (n3 * NB + u3) * 2
+        elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32
+            sp = scales + n3 * (K // 256) + u3 // 8
+            gp = sub + n3 * NB + u3
         else:
             sp = scales + n3 * NB + u3
         dp = xds + (r3 * NB + u3) * 2
@@ -225,6 +230,13 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
             mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
             gp += 4 * L
+        elif KIND >= 5:                 # IQ4: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+            cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
+            ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
+            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+            if KIND == 6:
+                dd = dd * tl.load(gp, mask=wok3, other=0).to(tl.float32)
+                gp += L
         else:
             dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
             if KIND == 3:
@@ -248,7 +260,12 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             dp += 4 * L
         else:
             xp += 8 * L
-            sp += 2 * L if KIND == 3 else L
+            if KIND == 3:
+                sp += 2 * L
+            elif KIND == 6:
+                sp += L // 8
+            else:
+                sp += L
             dp += 2 * L
     _store_row(acc0, 0, r0, M, part, stride_pm, n_raw, N)
     if RB > 1:

@@ -151,6 +151,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, targ
     (part [S, T, N], S). xq: x already quantized (dp4a_gemv.buffers). target/bn/warps/stages: for
     measuring only (a run must use one setting everywhere)."""
     t = x.shape[0]
+    if w.kind > 4:
+        raise ValueError(f"the int8 tensor-core decode kernel takes Q4_0, Q4_1, Q4_K and Q8_0, not {w.qtype.name}")
     if t > RT:
         raise ValueError(f"the int8 tensor-core decode kernel takes up to {RT} rows, got {t}")
     bn, s, cps = plan(w.kind, w.n, w.k, target, bn)

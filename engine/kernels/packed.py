@@ -7,8 +7,11 @@ that walks it issues byte loads at odd strides. Repacked, every weight row is
             along K, so a 256-value chunk of a row is one aligned run of 128 (or 256) bytes;
     scales  float16 [N, K/32] (Q4_0, Q8_0: d), [N, K/32, 2] (Q4_1: d, m) or [N, K/256, 2]
             (Q4_K: d, dmin), compact and aligned;
-    sub     uint8 [N, K/256, 16] (Q4_K only): the eight 6-bit sub-block scales, then the eight mins,
-            unpacked from their 12-byte field.
+    sub     uint8 [N, K/256, 16] (Q4_K): the eight 6-bit sub-block scales, then the eight mins,
+            unpacked from their 12-byte field; int8 [N, K/256, 8] (IQ4_XS): each 32-value run's scale - 32.
+
+IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
+IQ4_NL's 16 values.
 
 Nothing is rounded or re-quantized: `unpack` gives back exactly the values `engine.quant.dequantize`
 gives for the original bytes (same float32 operations), and the tests check it bit for bit. The
@@ -16,6 +19,7 @@ kernels on this layout are in engine.kernels.stream_matmul. Torch only: no trito
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -23,8 +27,13 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 from engine.quant_kquants import scale_min_k4
 
-PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0})
-KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4}     # the kernels' QTYPE constexpr
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS})
+KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6}   # the kernels' QTYPE constexpr
+IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
+# IQ4_NL / IQ4_XS repacked on GPU stages: off until the GPU machine has checked the kernels (checked here
+# under the Triton interpreter; tests/gpu/run_iq4.sh on the GPU); without it their GPU stages keep a dense
+# bfloat16 copy
+GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "0") == "1"
 
 
 @dataclass
@@ -51,7 +60,7 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0
+    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES)
 
 
 def pack(data: torch.Tensor, qtype, k: int) -> Packed:
@@ -73,6 +82,14 @@ def pack(data: torch.Tensor, qtype, k: int) -> Packed:
         sub = torch.cat((sc, mn), -1).reshape(n, k // 256, 16).contiguous()
         return Packed(qtype, n, k, b[..., 16:].reshape(n, k // 2).contiguous(),
                       torch.stack((f16(0), f16(2)), -1).contiguous(), sub)
+    if qtype == QT.IQ4_NL:             # d, then Q4_0's nibble order; values kvalues[q]
+        return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
+    if qtype == QT.IQ4_XS:             # d, 6-bit sub-block scales (- 32) split low / high, 8 runs of 16 bytes
+        high = b[..., 2].int() | (b[..., 3].int() << 8)
+        low = torch.stack((b[..., 4:8] & 0x0F, b[..., 4:8] >> 4), -1).reshape(n, k // 256, 8).int()
+        high = (high[..., None] >> torch.arange(0, 16, 2, device=b.device)) & 3
+        sub = ((low | (high << 4)) - 32).to(torch.int8).contiguous()
+        return Packed(qtype, n, k, b[..., 8:].reshape(n, k // 2).contiguous(), f16(0).contiguous(), sub)
     raise ValueError(f"no packed layout for {qtype.name}")
 
 
@@ -98,6 +115,16 @@ def unpack(p: Packed) -> torch.Tensor:
     n, k = p.n, p.k
     if p.qtype == QT.Q8_0:
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
+    if p.qtype in IQ4_TYPES:
+        from engine.quant_iquants import table
+
+        kv = table("kvalues", p.codes.device)
+        if p.qtype == QT.IQ4_NL:
+            q = _nibbles(p.codes, 16).reshape(n, k // 32, 32).long()
+            return (p.scales.float()[..., None] * kv[q]).reshape(n, k)
+        q = _nibbles(p.codes, 16).reshape(n, k // 256, 8, 32).long()
+        dl = (p.scales.float()[..., None] * p.sub.float())[..., None]
+        return (dl * kv[q]).reshape(n, k)
     if p.qtype in (QT.Q4_0, QT.Q4_1):
         q = _nibbles(p.codes, 16).reshape(n, k // 32, 32)
         if p.qtype == QT.Q4_0:

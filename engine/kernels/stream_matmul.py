@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels.iq4 import kvalue
 from engine.kernels.packed import Packed
 
 CHUNK = 256
@@ -72,6 +73,18 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
             w_lo = (d * sc_lo) * lo - dmin * mn_lo
             w_hi = (d * sc_hi) * hi - dmin * mn_hi
+        elif KIND >= 5:                               # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
+            v_lo = kvalue(b & 0xF).to(tl.float32)
+            v_hi = kvalue(b >> 4).to(tl.float32)
+            if KIND == 5:
+                blk = nn * (K // 32) + c * 8 + g
+                d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
+            else:
+                sb = nn * (K // 256) + c
+                d = tl.load(scales + sb, mask=okn, other=0.0).to(tl.float32)
+                d = d * tl.load(sub + sb * 8 + g, mask=okn, other=0).to(tl.float32)
+            w_lo = d * v_lo
+            w_hi = d * v_hi
         else:
             blk = nn * (K // 32) + c * 8 + g
             bok = okn & (c * 8 + g < K // 32)
@@ -332,10 +345,10 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv")
     if decode:
         n_real = all_rows(n_real, x.shape[0], x.device)
-    if takes_q8(x.shape[0]) and DECODE_KERNEL == "imma":
+    if takes_q8(x.shape[0]) and DECODE_KERNEL == "imma" and w.kind <= 4:    # (IQ4: the dp4a kernel)
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)
-    if takes_q8(x.shape[0]):
+    if takes_q8(x.shape[0]) or (decode and w.kind >= 5):        # (IQ4 decode rows: the int8 kernel only)
         from engine.kernels import dp4a_gemv
         return dp4a_gemv.matmul_parts(x, w, n_real, xq)
     if decode:

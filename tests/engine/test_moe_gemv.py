@@ -54,10 +54,13 @@ def reference(dg, fused, lw, h, w, sel, n):
     return out
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q8_0, QT.Q4_0], ids=lambda t: t.name)
-def test_routed_experts_are_each_rows_own_experts(mg, qt):
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q8_0, QT.Q4_0, QT.IQ4_XS], ids=lambda t: t.name)
+def test_routed_experts_are_each_rows_own_experts(mg, qt, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
+    import engine.kernels.packed as packed
+
+    monkeypatch.setattr(packed, "GPU_IQ4", True)
 
     lw = experts(qt)
     assert mg.supports(lw)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine.kernels.packed import PACKED_TYPES, cat, pack, unpack
+from engine.kernels.packed import IQ4_TYPES, PACKED_TYPES, cat, pack, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
 
@@ -104,11 +104,13 @@ def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> 
         assert torch.equal(linear(rows)[at], out[7]), (m, at)
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("rows,kernel", [(16, "gemv"), (40, "mma")], ids=["decode-tile-gemv", "tensor-cores"])
+@pytest.mark.parametrize("qt,rows,kernel", [(qt, 16, "gemv") for qt in TYPES if qt not in IQ4_TYPES]
+                         + [(qt, 40, "mma") for qt in TYPES],
+                         ids=lambda v: getattr(v, "name", None) or str(v))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel):
-    """The CUDA-core decode kernel (up to 16 rows: any row count, any place) and the tensor-core kernel
-    (under the interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
+    """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; IQ4 decode rows go
+    to the int8 kernel, tests/engine/test_dp4a_gemv.py) and the tensor-core kernel (under the
+    interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
     monkeypatch.setattr(sm, "DECODE_KERNEL", kernel)
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)

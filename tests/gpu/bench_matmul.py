@@ -82,6 +82,10 @@ def check(qt, n, k) -> list[str]:
         if not torch.equal(ys[0], y[m]):
             fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
     sixteen = torch.tensor([16], device="cuda")
+    if p.kind > 4:                                                  # IQ4: no tensor-core decode kernel
+        print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  row-invariant "
+              f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
+        return fails
     ipart, s_ = im.matmul_parts(x, p, sixteen)                      # the int8 tensor-core kernel
     iy = sm.sum_parts(ipart, s_)
     erri = ((iy.double() - xd.double() @ ref.double().T).norm() / yr.norm()).item()
@@ -151,7 +155,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         moved = p.nbytes + x.numel() * 2 + part.numel() * 4 * 2
         row = {"type": qt.name, "model": name[0], "matrix": name[1], "N": n, "K": k, "rows": m, "bytes": moved,
                "plan": [bn, s, cps], "us": time_call(fn)}
-        if gemv is not None:
+        if gemv is not None and p.kind <= 4:          # (IQ4: the int8 kernel only)
             row["imma_us"] = time_call(imma)
             row["gemv_us"] = time_call(gemv)
             mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
@@ -190,13 +194,14 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
+    ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
     ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
     bw = copy_bandwidth()
     print(f"device copy bandwidth {bw:.0f} GB/s ({torch.cuda.get_device_name()})")
     fails = []
-    for qt in (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0):
+    for qt in (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS):
         for n, k in ((1024, 4096), (576, 1536), (960, 576)):
             if k % GGML_QUANT_SIZES[qt][0] == 0:
                 fails += check(qt, n, k)
@@ -212,6 +217,8 @@ def main() -> int:
         configs = [("rb", 1), ("rb", 2), ("rb", 4)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
+    if args.iq4:
+        plan = [(QT.IQ4_XS, "llama-3-8b"), (QT.IQ4_NL, "llama-3-8b")]
     for qt, model in plan:
         if args.only and model != args.only:
             continue
