@@ -48,9 +48,9 @@ class TileGraph:
 
     def replay(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
                tok: torch.Tensor | None = None) -> tuple:
-        """Copy the inputs in (x and tok may be device tensors: no host wait), replay; the graph's own
-        output buffers. Rows past the given ones keep the scratch slot / position 0 only if the caller
-        passes them padded: slot and pos hold all n rows."""
+        """Copy the inputs in and replay; returns the graph's own output buffers. slot and pos hold all
+        the tile's rows (the caller pads them); x and tok may hold fewer rows (the others keep earlier
+        values, read only by padding rows) and may be device tensors (no host wait)."""
         n = slot.shape[0]
         if x is not None:
             self.x[:x.shape[0]].copy_(x, non_blocking=True)

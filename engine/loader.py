@@ -163,10 +163,10 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     ends = starts[1:] + [cfg.n_layers]
     cache = [cfg.cache_bytes(i, ctx, config.parallel + 1) for i in range(cfg.n_layers + 1)]   # + the nextn block's
     last = len(starts) - 1
-    # GPU prompt tiles: a block's widest weight dequantized for the tile (fused gate|up, bfloat16) and the
-    # tile's widest activations (float32)
+    # GPU prompt tiles: the widest weight dequantized for the tile (fused gate|up, or the head; bfloat16)
+    # and the tile's widest activations (float32)
     ff = max(cfg.n_ff, cfg.shexp_ff, cfg.n_embd)
-    work = 0 if on_cpu else 2 * ff * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
+    work = 0 if on_cpu else max(2 * ff, cfg.vocab_size) * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]

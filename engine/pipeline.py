@@ -31,10 +31,11 @@ class TileSizes:
     computed at the same tile size whatever else runs.
     CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
     prompt still fits one tile), decode rows one per call (a lone decode is not padded at all).
-    GPU: prompt rows in 512-row tiles, decode rows in 16-row tiles (a lone one in a
-    1-row tile), each size its own CUDA graph. Prompt tiles run the tensor-core matmul, decode tiles the int8 one (engine.kernels.dp4a_gemv; the tile's
-    real rows only) unless STRATA_DECODE_KERNEL says otherwise; all are row-invariant at any row count,
-    so a decode tile's head may stop at its last wanted row."""
+    GPU: prompt rows in 512-row tiles, decode rows in 16-row tiles (a lone one in a 1-row tile), each
+    size its own CUDA graph. Prompt tiles dequantize each weight once for the tile and multiply on
+    cuBLAS (engine.kernels.stream_matmul.PROMPT_KERNEL; a row's result is its own at the tile's fixed
+    size), decode tiles run the int8 kernel (engine.kernels.dp4a_gemv; the tile's real rows only,
+    row-invariant at any row count, so a decode tile's head may stop at its last wanted row)."""
     prompt: int
     decode: int
     chunk: int                     # prompt rows a slot reads per window

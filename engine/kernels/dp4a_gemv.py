@@ -14,8 +14,11 @@ result depends only on that row: each program owns BN weight rows and the whole 
 one shuffle tree) whatever the number of rows in the tile.
 
 Rows: the real row count is read on the device (one captured graph serves 1..T rows); the real rows
-run one after another through the same code (a row's arithmetic cannot depend on the others), each
-re-reading the program's weight rows from cache; rows T' < T get zeros.
+run in passes of RB: each loaded weight vector serves the pass's rows one after another, each row by
+the same code into its own accumulator (a row's arithmetic cannot depend on the others or on its
+place in a pass); rows T' < T get zeros. A 1-row tile takes one row per pass (fewer registers).
+IQ4_NL / IQ4_XS codes become their int8 values by a table lookup (engine.kernels.iq4), then the
+dot products are Q8_0's.
 Importing this module imports triton. Under the Triton interpreter dp4a is computed with shifts.
 """
 from __future__ import annotations
@@ -166,9 +169,9 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
     block; IQ4_NL / IQ4_XS 16 bytes, one 32-value run, its codes turned into their int8 values once for
-    the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights once and gives
-    them to the pass's RB rows one after another, each row by the same code into its own accumulator
-    (RB <= 4), so a row's bits do not depend on the pass it lands in nor on the rows beside it."""
+    the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights
+    once and gives them to the pass's RB rows (RB <= 4) one after another, each row by the same code
+    into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it."""
     if KIND == 4:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64                     # units per weight row
