@@ -72,6 +72,107 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
         _q8(y, o_ptr, q8_ptr, ds_ptr, t, tl.num_programs(1) * HD, h * HD, HD)
 
 
+# Decode tiles (up to SPLIT_ROWS rows) over long contexts: one program per (row, head) walks every key
+# alone, so a row at 6K keys keeps 32 programs busy for the whole walk. With STRATA_ATTN_SPLIT=1 (off until
+# measured on the GPU) the keys are cut into chunks of chunk_keys(ctx) keys, one program per (head,
+# chunk) walks its chunk for every real row, and a second kernel merges each row's chunks in chunk
+# order. A row's chunks follow from its own position and the cache length only: row-invariant.
+SPLIT = os.environ.get("STRATA_ATTN_SPLIT", "0") == "1"
+SPLIT_ROWS = 16
+MAX_CHUNKS = 16
+
+
+def chunk_keys(ctx: int, bn: int) -> int:
+    """Keys per chunk: at most MAX_CHUNKS chunks over the cache, at least four key blocks each."""
+    return max(4 * bn, triton.next_power_of_2(triton.cdiv(ctx, MAX_CHUNKS)))
+
+
+@triton.jit
+def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
+                  stride_ks, stride_kc, stride_kh, window, scale, NC, CH, G: tl.constexpr, HD: tl.constexpr,
+                  BN: tl.constexpr):
+    """Program (h, c): keys [c*CH, c*CH + CH) of head h for each real row whose keys reach into them:
+    the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]."""
+    h = tl.program_id(0)
+    c = tl.program_id(1)
+    H = tl.num_programs(0)
+    kvh = h // G
+    d = tl.arange(0, HD)
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    for t in range(0, M):
+        pos = tl.load(pos_ptr + t).to(tl.int32)
+        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
+        if (c >= lo // CH) & (c <= pos // CH):
+            slot = tl.load(slot_ptr + t).to(tl.int64)
+            q = tl.load(q_ptr + t * stride_qt + h * stride_qh + d).to(tl.float32) * scale
+            base = slot * stride_ks + kvh * stride_kh
+            m = tl.full((), float("-inf"), tl.float32)
+            l = tl.zeros((), tl.float32)
+            acc = tl.zeros((HD,), tl.float32)
+            for s in range(tl.maximum(c * CH, (lo // BN) * BN), tl.minimum(c * CH + CH, pos + 1), BN):
+                n = s + tl.arange(0, BN)
+                ok = (n <= pos) & (n >= lo)
+                off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
+                k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+                sc = tl.where(ok, tl.sum(k * q[None, :], axis=1), float("-inf"))
+                m_new = tl.maximum(m, tl.max(sc, axis=0))
+                p = tl.exp(sc - m_new)
+                alpha = tl.exp(m - m_new)
+                v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+                l = l * alpha + tl.sum(p, axis=0)
+                acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+                m = m_new
+            at = (t * H + h) * NC + c
+            tl.store(part_ptr + at * HD + d, acc)
+            tl.store(ml_ptr + at * 2, m)
+            tl.store(ml_ptr + at * 2 + 1, l)
+
+
+@triton.jit
+def _merge_kernel(part_ptr, ml_ptr, o_ptr, pos_ptr, nreal_ptr, stride_ot, stride_oh, window, NC, CH, q8_ptr, ds_ptr,
+                  HD: tl.constexpr, Q8: tl.constexpr):
+    """Row t, head h: its chunks' states merged in chunk order; padding rows get zeros."""
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    H = tl.num_programs(1)
+    d = tl.arange(0, HD)
+    if t < tl.load(nreal_ptr):
+        pos = tl.load(pos_ptr + t).to(tl.int32)
+        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
+        first = (t * H + h) * NC
+        m = tl.full((), float("-inf"), tl.float32)
+        for c in range(lo // CH, pos // CH + 1):
+            m = tl.maximum(m, tl.load(ml_ptr + (first + c) * 2))
+        l = tl.zeros((), tl.float32)
+        acc = tl.zeros((HD,), tl.float32)
+        for c in range(lo // CH, pos // CH + 1):
+            w = tl.exp(tl.load(ml_ptr + (first + c) * 2) - m)
+            l = l + tl.load(ml_ptr + (first + c) * 2 + 1) * w
+            acc = acc + tl.load(part_ptr + (first + c) * HD + d) * w
+        y = acc / l
+    else:
+        y = tl.zeros((HD,), tl.float32)
+    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, y.to(o_ptr.dtype.element_ty))
+    if Q8:
+        _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
+
+
+def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8) -> None:
+    T, H, hd = q.shape
+    bn = block_n(hd)
+    ch = chunk_keys(k_cache.shape[1], bn)
+    nc = triton.cdiv(k_cache.shape[1], ch)
+    part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
+    ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
+    count = n_real if n_real is not None else torch.full((1,), T, dtype=torch.int32, device=q.device)
+    _split_kernel[(H, nc)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
+                           k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
+                           G=H // k_cache.shape[2], HD=hd, BN=bn, num_warps=WARPS)
+    _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch,
+                          q8[0] if q8 is not None else out, q8[1] if q8 is not None else out, HD=hd,
+                          Q8=q8 is not None, num_warps=WARPS)
+
+
 def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
                    pos: torch.Tensor, window: int, scale: float, out_dtype=torch.float32,
                    n_real: torch.Tensor | None = None, q8=None) -> torch.Tensor:
@@ -83,6 +184,9 @@ def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     kvh = k_cache.shape[2]
     q = q.contiguous()
     out = torch.empty((T, H, hd), dtype=out_dtype, device=q.device)
+    if SPLIT and T <= SPLIT_ROWS:
+        _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8)
+        return out
     _attn_kernel[(T, H)](q, k_cache, v_cache, out, slot, pos, n_real if n_real is not None else slot,
                          q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
                          out.stride(0), out.stride(1), int(window), float(scale),

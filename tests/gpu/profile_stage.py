@@ -9,6 +9,7 @@ prompt tile instead, all rows real, one slot's positions 0, 1, ... (the first ti
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -19,6 +20,7 @@ from engine.loader import load_model
 from engine.messages import EngineConfig
 
 REPS = 20
+AT = int(os.environ.get("POS", "100"))      # the decode rows' position (POS=6000: a long context)
 
 
 @torch.inference_mode()
@@ -26,14 +28,14 @@ def main() -> int:
     model = sys.argv[1]
     prompt = "prompt" in sys.argv[2:]
     counts = [int(a) for a in sys.argv[2:] if a != "prompt"] or [1, 8]
-    lm = load_model(EngineConfig(model=model, devices="cuda:0", parallel=16, ctx=1024))
+    lm = load_model(EngineConfig(model=model, devices="cuda:0", parallel=16, ctx=max(1024, AT + 512)))
     stage = lm.pipeline.stages[0]
     tiles = lm.pipeline.tiles
     for n_real in [tiles.prompt] if prompt else counts:
         rows = tiles.prompt if prompt else (tiles.solo if n_real == 1 and tiles.solo else tiles.decode)
         x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
         slot = torch.zeros(rows, dtype=torch.long, device="cuda:0") if prompt else torch.arange(rows, device="cuda:0")
-        pos = torch.arange(rows, device="cuda:0") if prompt else torch.full((rows,), 100, device="cuda:0")
+        pos = torch.arange(rows, device="cuda:0") if prompt else torch.full((rows,), AT, device="cuda:0")
         tile = Tile(slot, pos, n_real)
         for _ in range(3):
             stage.forward(x, tile)
