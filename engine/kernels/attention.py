@@ -30,6 +30,30 @@ def block_n(head_dim: int) -> int:
 
 
 @triton.jit
+def _walk(q, k_ptr, v_ptr, base, start, end, lo, pos, stride_kc, HD: tl.constexpr, BN: tl.constexpr):
+    """Keys [start, end) (BN at a time; those in [lo, pos] count) against q [HD] (scaled): the online
+    softmax state (max, sum of weights, weighted sum of values) in float32."""
+    d = tl.arange(0, HD)
+    m = tl.full((), float("-inf"), tl.float32)
+    l = tl.zeros((), tl.float32)
+    acc = tl.zeros((HD,), tl.float32)
+    for s in range(start, end, BN):
+        n = s + tl.arange(0, BN)
+        ok = (n <= pos) & (n >= lo)
+        off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
+        k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+        sc = tl.where(ok, tl.sum(k * q[None, :], axis=1), float("-inf"))
+        m_new = tl.maximum(m, tl.max(sc, axis=0))
+        p = tl.exp(sc - m_new)
+        alpha = tl.exp(m - m_new)
+        v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+        l = l * alpha + tl.sum(p, axis=0)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        m = m_new
+    return m, l, acc
+
+
+@triton.jit
 def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, stride_qt, stride_qh, stride_ks,
                  stride_kc, stride_kh, stride_ot, stride_oh, window, scale, q8_ptr, ds_ptr, G: tl.constexpr,
                  HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, Q8: tl.constexpr):
@@ -46,24 +70,8 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
         pos = tl.load(pos_ptr + t).to(tl.int32)
         q = tl.load(q_ptr + t * stride_qt + h * stride_qh + d).to(tl.float32) * scale
         lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        start = (lo // BN) * BN
         base = slot * stride_ks + kvh * stride_kh
-        m = tl.full((), float("-inf"), tl.float32)
-        l = tl.zeros((), tl.float32)
-        acc = tl.zeros((HD,), tl.float32)
-        for s in range(start, pos + 1, BN):
-            n = s + tl.arange(0, BN)
-            ok = (n <= pos) & (n >= lo)
-            off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-            k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-            sc = tl.where(ok, tl.sum(k * q[None, :], axis=1), float("-inf"))
-            m_new = tl.maximum(m, tl.max(sc, axis=0))
-            p = tl.exp(sc - m_new)
-            alpha = tl.exp(m - m_new)
-            v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-            l = l * alpha + tl.sum(p, axis=0)
-            acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
-            m = m_new
+        m, l, acc = _walk(q, k_ptr, v_ptr, base, (lo // BN) * BN, pos + 1, lo, pos, stride_kc, HD, BN)
         y = acc / l
     else:                               # a padding row of a tile: zeros, no keys read
         y = tl.zeros((HD,), tl.float32)
@@ -106,22 +114,8 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
             slot = tl.load(slot_ptr + t).to(tl.int64)
             q = tl.load(q_ptr + t * stride_qt + h * stride_qh + d).to(tl.float32) * scale
             base = slot * stride_ks + kvh * stride_kh
-            m = tl.full((), float("-inf"), tl.float32)
-            l = tl.zeros((), tl.float32)
-            acc = tl.zeros((HD,), tl.float32)
-            for s in range(tl.maximum(c * CH, (lo // BN) * BN), tl.minimum(c * CH + CH, pos + 1), BN):
-                n = s + tl.arange(0, BN)
-                ok = (n <= pos) & (n >= lo)
-                off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-                k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-                sc = tl.where(ok, tl.sum(k * q[None, :], axis=1), float("-inf"))
-                m_new = tl.maximum(m, tl.max(sc, axis=0))
-                p = tl.exp(sc - m_new)
-                alpha = tl.exp(m - m_new)
-                v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-                l = l * alpha + tl.sum(p, axis=0)
-                acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
-                m = m_new
+            m, l, acc = _walk(q, k_ptr, v_ptr, base, tl.maximum(c * CH, (lo // BN) * BN),
+                              tl.minimum(c * CH + CH, pos + 1), lo, pos, stride_kc, HD, BN)
             at = (t * H + h) * NC + c
             tl.store(part_ptr + at * HD + d, acc)
             tl.store(ml_ptr + at * 2, m)

@@ -30,20 +30,27 @@ def reference(q, kc, vc, slot, pos, window, scale):
     return out
 
 
-@pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5)])
-def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, heads, kv, hd, window):
-    gen = torch.Generator().manual_seed(heads * 7 + hd)
+def checked(attn, heads, kv, hd, window, seed, positions):
+    """Six rows over three slots of an 80-position cache: the kernel's output, checked against torch
+    and with the last two rows as padding; returns (out, the call's arguments)."""
+    gen = torch.Generator().manual_seed(seed)
     kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
     vc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
     q = torch.randn(6, heads, hd, generator=gen).to(DEV)
     slot = torch.tensor([0, 1, 2, 0, 2, 2], device=DEV)
-    pos = torch.tensor([0, 17, 79, 40, 3, 0], device=DEV)
+    pos = torch.tensor(positions, device=DEV)
     scale = 1 / math.sqrt(hd)
     out = attn.tile_attention(q, kc, vc, slot, pos, window, scale)
     ref = reference(q.cpu(), kc.cpu(), vc.cpu(), slot.cpu(), pos.cpu(), window, scale)
     assert torch.allclose(out.cpu().double(), ref, atol=1e-5)
     part = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=torch.tensor([4], device=DEV))
     assert torch.equal(part[:4], out[:4]) and not part[4:].any()
+    return out, (q, kc, vc, slot, pos, window, scale)
+
+
+@pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5)])
+def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, heads, kv, hd, window):
+    checked(attn, heads, kv, hd, window, heads * 7 + hd, [0, 17, 79, 40, 3, 0])
 
 
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (4, 4, 16, 5), (8, 2, 32, 30)])
@@ -54,18 +61,8 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
     monkeypatch.setattr(attn, "SPLIT", True)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
     assert attn.chunk_keys(80, 8) == 32
-    gen = torch.Generator().manual_seed(heads * 5 + hd)
-    kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
-    vc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
-    q = torch.randn(6, heads, hd, generator=gen).to(DEV)
-    slot = torch.tensor([0, 1, 2, 0, 2, 2], device=DEV)
-    pos = torch.tensor([0, 33, 79, 40, 3, 64], device=DEV)
-    scale = 1 / math.sqrt(hd)
-    out = attn.tile_attention(q, kc, vc, slot, pos, window, scale)
-    ref = reference(q.cpu(), kc.cpu(), vc.cpu(), slot.cpu(), pos.cpu(), window, scale)
-    assert torch.allclose(out.cpu().double(), ref, atol=1e-5)
-    part = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=torch.tensor([4], device=DEV))
-    assert torch.equal(part[:4], out[:4]) and not part[4:].any()
+    out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
+                                                         [0, 33, 79, 40, 3, 64])
     for t in (2, 5):                                    # a row alone: the same bits
         alone = attn.tile_attention(q[t:t + 1], kc, vc, slot[t:t + 1], pos[t:t + 1], window, scale)
         assert torch.equal(alone[0], out[t])
