@@ -143,17 +143,14 @@ class MtpDrafter:
         e = self.embedding.rows(tok).float() * self.cfg.embed_scale
         x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps),
                        rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps)), dim=-1)
-        if n_dev is None:
-            x = self.w.eh_proj.linear(x)
-        else:
-            x = self.w.eh_proj.linear(x, n_dev=n_dev)
+        x = self.w.eh_proj.linear(x, n_dev=n_dev)
         tile = Tile(slot, pos, slot.shape[0], n_dev)
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
 
     def _pick(self, g: torch.Tensor, n_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's greedy proposal and its probability (device tensors)."""
         h = rms_norm(g, self.w.head_norm, self.cfg.norm_eps)
-        lg = (self.head.linear(h) if n_dev is None else self.head.linear(h, n_dev=n_dev)).float()
+        lg = self.head.linear(h, n_dev=n_dev).float()
         p, tok = torch.softmax(lg, dim=-1).max(dim=-1)
         return tok, p
 
