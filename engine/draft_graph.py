@@ -3,8 +3,8 @@
 Eager, a drafter pass is ~30 kernel launches from Python, and each proposal went to the host before
 the next step: on the llama-3-8b shape with an MTP layer and --spec 4, one stream, the drafter took
 5.9 ms of an 11.3 ms window while its GPU work was ~1.2 ms (tests/gpu/profile_host.py SPEC=4, H200,
-2026-12-01). Here each pass is one replay over a tile of 1 or 16 rows (longer runs in several tiles;
-padding rows on the drafter's scratch slot): `layer` (token ids, trunk hidden states, slots, positions
+2026-12-01). Here each pass is one replay over a decode tile of the pipeline's sizes (1 or 16 rows;
+longer runs in several tiles; padding rows on the drafter's scratch slot): `layer` (token ids, trunk hidden states, slots, positions
 -> the layer's output rows), `pick` (layer outputs -> each row's greedy proposal and its probability)
 and `step` (both in one). Token ids can come from the device, so a chain's proposals stay there until
 the drafter copies them all to the host once (engine.drafts.MtpDrafter.advance).
@@ -14,22 +14,13 @@ from __future__ import annotations
 import torch
 
 from engine.graphs import TileGraph
-
-TILE = 16        # rows per drafter tile; a lone row gets a 1-row tile
-
-
-def tiles(n: int) -> list[tuple[int, int, int]]:
-    """(start, tile rows, real rows) covering n rows."""
-    out = []
-    for a in range(0, n, TILE):
-        m = min(TILE, n - a)
-        out.append((a, 1 if m == 1 else TILE, m))
-    return out
+from engine.pipeline import TileSizes
 
 
 class DraftGraphs:
-    def __init__(self, drafter, scratch_slot: int):
+    def __init__(self, drafter, scratch_slot: int, sizes: TileSizes):
         self.scratch = scratch_slot
+        self.sizes = sizes
         self.graphs: dict[tuple[str, int], TileGraph] = {}
         d = drafter
 
@@ -44,7 +35,7 @@ class DraftGraphs:
             return (g, *d._pick(g, n))
 
         with torch.inference_mode():
-            for rows in (1, TILE):
+            for rows in sorted(sizes.decode_sizes()):
                 for name, body in (("layer", layer), ("pick", pick), ("step", step)):
                     self.graphs[name, rows] = TileGraph(body, rows, d.cfg.n_embd, scratch_slot, d.device)
 
@@ -54,7 +45,7 @@ class DraftGraphs:
         if isinstance(tok, list):
             tok = torch.tensor(tok, dtype=torch.long)
         parts = []
-        for a, size, m in tiles(len(slots)):
+        for a, size, m in self.sizes.tiles(len(slots), prompt=False):
             pad = size - m
             slot = torch.tensor(slots[a:a + m] + [self.scratch] * pad, dtype=torch.long)
             p = torch.tensor(pos[a:a + m] + [0] * pad, dtype=torch.long)

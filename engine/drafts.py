@@ -127,15 +127,16 @@ class MtpDrafter:
         self.graphs = None       # engine.draft_graph.DraftGraphs once captured (GPU)
         self.scratch_slot = n_slots
 
-    def capture(self) -> None:
-        """Capture the drafter's passes as CUDA graphs where its block's work stays on the device (the
-        loader calls this on a GPU stage that replays graphs, with drafts on, before any stage thread
-        runs)."""
-        from engine.draft_graph import TILE, DraftGraphs
+    def capture(self, sizes) -> None:
+        """Capture the drafter's passes as CUDA graphs on the pipeline's decode tiles (sizes: its
+        TileSizes) where its block's work stays on the device (the loader calls this on a GPU stage that
+        replays graphs, with drafts on, before any stage thread runs)."""
+        from engine.draft_graph import DraftGraphs
 
         lw = self.w.block
-        if self.device.type == "cuda" and (lw.router is None or all(device_experts(lw, n) for n in (1, TILE))):
-            self.graphs = DraftGraphs(self, self.scratch_slot)
+        if self.device.type == "cuda" and (lw.router is None or all(device_experts(lw, n)
+                                                                    for n in sizes.decode_sizes())):
+            self.graphs = DraftGraphs(self, self.scratch_slot, sizes)
 
     def _layer(self, tok: torch.Tensor, hidden: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
                n_dev: torch.Tensor | None = None) -> torch.Tensor:

@@ -263,7 +263,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
         for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
             s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
     if drafter is not None and plan.follows and stages[-1].use_graph:
-        drafter.capture()
+        drafter.capture(pipeline.tiles)
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")

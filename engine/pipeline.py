@@ -47,6 +47,16 @@ class TileSizes:
     def decode_sizes(self) -> set[int]:
         return {self.decode, self.solo} - {0}
 
+    def tiles(self, n: int, prompt: bool) -> list[tuple[int, int, int]]:
+        """(first row, tile rows, real rows) of the tiles that hold n rows of one kind: prompt or decode
+        tiles, a lone decode row in the solo tile where there is one."""
+        size = self.prompt if prompt else self.decode
+        out = []
+        for a in range(0, n, size):
+            real = min(size, n - a)
+            out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))
+        return out
+
 
 @dataclass
 class Rows:
@@ -71,11 +81,10 @@ class Rows:
               scratch_slot: int, is_prompt: list[bool] | None = None):
         kinds = is_prompt if is_prompt is not None else [True] * len(tokens)
         toks, sl, ps, bounds, index = [], [], [], [], [0] * len(tokens)
-        for want, size in ((True, sizes.prompt), (False, sizes.decode)):
+        for want in (True, False):
             rows = [i for i, k in enumerate(kinds) if k == want]
-            for a in range(0, len(rows), size):
-                chunk = rows[a:a + size]
-                n = sizes.solo if not want and len(chunk) == 1 and sizes.solo else size
+            for a, n, real in sizes.tiles(len(rows), want):
+                chunk = rows[a:a + real]
                 start = len(toks)
                 for j, i in enumerate(chunk):
                     index[i] = start + j

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels.fused import _q8
+from engine.kernels.stream_matmul import all_rows
 
 # keys per loop step (by head size: a 128-key block of 256-value heads would not fit in registers) and
 # warps per program; the same for every tile, so a row's sums are blocked the same way whatever tile it is
@@ -158,7 +159,7 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     nc = triton.cdiv(k_cache.shape[1], ch)
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
-    count = n_real if n_real is not None else torch.full((1,), T, dtype=torch.int32, device=q.device)
+    count = all_rows(n_real, T, q.device)
     _split_kernel[(H, nc)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
                            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
                            G=H // k_cache.shape[2], HD=hd, BN=bn, num_warps=WARPS)

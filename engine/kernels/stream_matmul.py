@@ -342,16 +342,17 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel: a row kind always comes in tiles of one size, so each row is always computed by the same
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
-    decode = x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv")
-    if decode:
+    kernel = None                                 # prompt tiles (and STRATA_DECODE_KERNEL=mma)
+    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv"):
         n_real = all_rows(n_real, x.shape[0], x.device)
-    if takes_q8(x.shape[0]) and DECODE_KERNEL == "imma" and w.kind <= 4:    # (IQ4: the dp4a kernel)
+        kernel = DECODE_KERNEL if w.kind <= 4 else "dp4a"       # IQ4 decode rows: the int8 kernel only
+    if kernel == "imma":
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)
-    if takes_q8(x.shape[0]) or (decode and w.kind >= 5):        # (IQ4 decode rows: the int8 kernel only)
+    if kernel == "dp4a":
         from engine.kernels import dp4a_gemv
         return dp4a_gemv.matmul_parts(x, w, n_real, xq)
-    if decode:
+    if kernel == "gemv":
         bn, s, cps = gemv_plan(w.n, w.k)
         part = torch.empty((s, x.shape[0], w.n), dtype=torch.float32, device=x.device)
         if x.shape[0]:

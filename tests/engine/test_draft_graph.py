@@ -12,6 +12,7 @@ from app.run_requests import run_together
 from engine import draft_graph
 from engine.drafts import MtpDrafter
 from engine.graphs import TileGraph
+from engine.loader import TILE_SIZES
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
 
@@ -31,7 +32,7 @@ def outcome(model: str, layout: dict, n: int, graphs: bool, monkeypatch) -> dict
 
         def init(self, *a, **k):
             real(self, *a, **k)
-            self.graphs = draft_graph.DraftGraphs(self, self.scratch_slot)
+            self.graphs = draft_graph.DraftGraphs(self, self.scratch_slot, TILE_SIZES["cuda"])
         monkeypatch.setattr(MtpDrafter, "__init__", init)
     reqs = [AddRequest(request_id=f"r{i}", prompt=f"count from {i}",
                        sampling=SamplingParams(max_tokens=20, ignore_eos=True, seed=i)) for i in range(n)]
