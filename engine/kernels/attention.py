@@ -82,11 +82,11 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
 
 
 # Decode tiles (up to SPLIT_ROWS rows) over long contexts: one program per (row, head) walks every key
-# alone, so a row at 6K keys keeps 32 programs busy for the whole walk. With STRATA_ATTN_SPLIT=1 (off until
-# measured on the GPU) the keys are cut into chunks of chunk_keys(ctx) keys, one program per (head,
+# alone, so a row at 6K keys keeps 32 programs busy for the whole walk. So (STRATA_ATTN_SPLIT=0 turns it
+# off, for comparing) the keys are cut into chunks of chunk_keys(ctx) keys, one program per (head,
 # chunk) walks its chunk for every real row, and a second kernel merges each row's chunks in chunk
 # order. A row's chunks follow from its own position and the cache length only: row-invariant.
-SPLIT = os.environ.get("STRATA_ATTN_SPLIT", "0") == "1"
+SPLIT = os.environ.get("STRATA_ATTN_SPLIT", "1") == "1"
 SPLIT_ROWS = 16
 MAX_CHUNKS = 16
 

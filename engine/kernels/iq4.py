@@ -3,9 +3,12 @@
 `kvalue(q)`: a code tensor -> its value (int32), by a tree of selects on the code's bits (the
 dequantizing kernels: engine.kernels.stream_matmul). `kvalues4(w)`: an int32 word of four codes, one
 per byte (0..15) -> the word of their four int8 values, for dp4a (engine.kernels.dp4a_gemv). On the GPU
-that is llama.cpp's table trick, three byte permutes (`prmt`) over the table in four registers: codes
-0..7 from the first two words, 8..15 from the last two, then each byte picked by the code's bit 3. Under
-the Triton interpreter the same bytes come from `kvalue`. Importing this module imports triton.
+that is llama.cpp's table trick, three byte permutes (`prmt`) over the table in four registers. A `prmt`
+selector is four 4-bit fields in its low 16 bits (bit 3 of a field asks for sign fill), so the four byte
+codes are first packed into nibbles; then codes 0..7 come from the first two words, 8..15 from the last
+two (each by the code's low 3 bits), and each byte is picked by the code's bit 3. Under the Triton
+interpreter the same bytes come from `kvalue`; tests/engine/test_iq4_prmt.py checks the PTX steps
+against the table on every four-code word. Importing this module imports triton.
 """
 from __future__ import annotations
 
@@ -39,13 +42,16 @@ def kvalues4(w, INTERP: tl.constexpr):
         return out
     else:
         return tl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1, t2, t3, s, lo, hi, m;\n"
+            "{ .reg .b32 t0, t1, t2, t3, s, c, lo, hi, m;\n"
             "mov.b32 t0, 0xBFAD9881; mov.b32 t1, 0xF6EADDCF; mov.b32 t2, 0x26190D01; mov.b32 t3, 0x71594535;\n"
-            "and.b32 s, $1, 0x07070707;\n"
-            "prmt.b32 lo, t0, t1, s;\n"
-            "prmt.b32 hi, t2, t3, s;\n"
-            "and.b32 m, $1, 0x08080808;\n"
-            "shr.u32 m, m, 1;\n"
-            "or.b32 m, m, 0x03020100;\n"
+            "shr.b32 s, $1, 4;\n"
+            "or.b32 s, s, $1;\n"
+            "prmt.b32 s, s, s, 0x0020;\n"
+            "and.b32 c, s, 0x7777;\n"
+            "prmt.b32 lo, t0, t1, c;\n"
+            "prmt.b32 hi, t2, t3, c;\n"
+            "and.b32 m, s, 0x8888;\n"
+            "shr.b32 m, m, 1;\n"
+            "or.b32 m, m, 0x3210;\n"
             "prmt.b32 $0, lo, hi, m; }",
             "=r,r", [w], dtype=tl.int32, is_pure=True, pack=1)

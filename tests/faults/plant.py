@@ -154,6 +154,10 @@ FAULTS = [
           "tl.where(b0, -10, -22)", "tl.where(b0, -22, -10)",
           [PK + "test_dequantize_kernel_writes_engine_quants_values[IQ4_XS]",
            DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_NL]"]),
+    # the GPU's IQ4 lookup (PTX, never run by the interpreter) taking byte codes as prmt's nibble selectors
+    Fault("iq4-prmt-byte-selectors", "engine/kernels/iq4.py",
+          '"and.b32 c, s, 0x7777;', '"and.b32 c, $1, 0x07070707;',
+          ["tests/engine/test_iq4_prmt.py::test_kvalues4_ptx_matches_the_iq4_table_on_every_word"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.

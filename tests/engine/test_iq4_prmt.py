@@ -1,0 +1,77 @@
+"""The PTX of engine.kernels.iq4.kvalues4, run instruction by instruction on every word of four codes.
+
+On the GPU the IQ4 codes become their int8 values through three `prmt` byte permutes (the Triton
+interpreter, and so every other CPU test, takes the `kvalue` branch instead). This test reads the asm
+string out of the module's source, executes it with the PTX semantics of the five instructions it uses
+(`prmt.b32` in its default mode: four 4-bit selectors in the low 16 bits, bit 3 asks for sign fill), and
+compares the result with the IQ4_NL table for all 65,536 four-code words. A selector built from byte
+codes instead of nibbles (the first version's fault) fails here.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import re
+
+from gguf.quants import IQ4_NL
+
+import engine.kernels.iq4 as iq4
+
+MASK = 0xFFFFFFFF
+
+
+def kvalues4_ptx() -> str:
+    for node in ast.walk(ast.parse(inspect.getsource(iq4))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "inline_asm_elementwise":
+            return node.args[0].value
+    raise AssertionError("no inline_asm_elementwise in engine.kernels.iq4")
+
+
+def prmt(a: int, b: int, c: int) -> int:
+    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    out = 0
+    for i in range(4):
+        sel = (c >> (4 * i)) & 0xF
+        byte = src[sel & 7]
+        if sel & 8:
+            byte = 0xFF if byte & 0x80 else 0
+        out |= byte << (8 * i)
+    return out
+
+
+def run_ptx(asm: str, x: int) -> int:
+    regs = {"$1": x}
+    val = lambda t: int(t, 0) if t[0].isdigit() else regs[t]  # noqa: E731
+    body = asm.strip().strip("{}")
+    for stmt in filter(None, (s.strip() for s in body.split(";"))):
+        op, args = stmt.split(None, 1)
+        args = [a.strip() for a in args.split(",")]
+        if op == ".reg":
+            continue
+        d, *src = args
+        if op == "mov.b32":
+            r = val(src[0])
+        elif op == "shr.b32":
+            r = val(src[0]) >> val(src[1])
+        elif op == "or.b32":
+            r = val(src[0]) | val(src[1])
+        elif op == "and.b32":
+            r = val(src[0]) & val(src[1])
+        elif op == "prmt.b32":
+            r = prmt(*(val(s) for s in src))
+        else:
+            raise AssertionError(f"instruction the test does not know: {op}")
+        regs[d] = r & MASK
+    return regs["$0"]
+
+
+def test_kvalues4_ptx_matches_the_iq4_table_on_every_word():
+    asm = kvalues4_ptx()
+    assert re.search(r"prmt\.b32", asm)
+    table = [int(v) for v in IQ4_NL.kvalues]
+    assert [b - 256 * (b > 127) for w in iq4.WORDS for b in w.to_bytes(4, "little")] == table
+    for codes in itertools.product(range(16), repeat=4):
+        word = sum(c << (8 * i) for i, c in enumerate(codes))
+        got = run_ptx(asm, word).to_bytes(4, "little")
+        assert [b - 256 * (b > 127) for b in got] == [table[c] for c in codes], codes
