@@ -47,9 +47,15 @@ def words(b: torch.Tensor, width: int) -> torch.Tensor:
     return out
 
 
+@lru_cache(maxsize=None)
+def _amounts(amounts: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.tensor(amounts, dtype=dtype, device=device)
+
+
 def shifted(x: torch.Tensor, *amounts: int) -> torch.Tensor:
-    """(..., k) -> (..., k, len(amounts)): x >> each amount (no mask)."""
-    return x.unsqueeze(-1) >> torch.tensor(amounts, dtype=x.dtype, device=x.device)
+    """(..., k) -> (..., k, len(amounts)): x >> each amount (no mask; the amounts made once per device,
+    as engine.quant_kquants.shifts)."""
+    return x.unsqueeze(-1) >> _amounts(amounts, x.dtype, x.device)
 
 
 def nibbles_interleaved(b: torch.Tensor) -> torch.Tensor:

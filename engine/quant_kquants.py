@@ -6,14 +6,23 @@ Byte layouts follow ggml's block_q*_K structs.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 QK_K = 256
 
 
-def shifts(*values: int, device: torch.device) -> torch.Tensor:
-    """A uint8 shift vector shaped (1, 1, len, 1), to broadcast over (n, groups, 1, bytes)."""
+@lru_cache(maxsize=None)
+def _shift_vector(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.uint8, device=device).reshape(1, 1, -1, 1)
+
+
+def shifts(*values: int, device: torch.device) -> torch.Tensor:
+    """A uint8 shift vector shaped (1, 1, len, 1), to broadcast over (n, groups, 1, bytes); made once per
+    device, so decoding inside a CUDA graph capture (the drafter's embedding rows, after the warm-up
+    pass) copies nothing from the host."""
+    return _shift_vector(values, torch.device(device))
 
 
 def f16_field(blocks: torch.Tensor, start: int) -> torch.Tensor:

@@ -84,8 +84,9 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
 # Decode tiles (up to SPLIT_ROWS rows) over long contexts: one program per (row, head) walks every key
 # alone, so a row at 6K keys keeps 32 programs busy for the whole walk. So (STRATA_ATTN_SPLIT=0 turns it
 # off, for comparing) the keys are cut into chunks of chunk_keys(ctx) keys, one program per (head,
-# chunk) walks its chunk for every real row, and a second kernel merges each row's chunks in chunk
-# order. A row's chunks follow from its own position and the cache length only: row-invariant.
+# chunk, row) walks its chunk (programs past a row's keys or on padding rows stop at once: a short
+# context costs one program per row and head, as before), and a second kernel merges each row's chunks
+# in chunk order. A row's chunks follow from its own position and the cache length only: row-invariant.
 SPLIT = os.environ.get("STRATA_ATTN_SPLIT", "1") == "1"
 SPLIT_ROWS = 16
 MAX_CHUNKS = 16
@@ -100,15 +101,15 @@ def chunk_keys(ctx: int, bn: int) -> int:
 def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
                   stride_ks, stride_kc, stride_kh, window, scale, NC, CH, G: tl.constexpr, HD: tl.constexpr,
                   BN: tl.constexpr):
-    """Program (h, c): keys [c*CH, c*CH + CH) of head h for each real row whose keys reach into them:
-    the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]."""
+    """Program (h, c, t): keys [c*CH, c*CH + CH) of head h for row t, if it is real and its keys reach
+    into them: the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]."""
     h = tl.program_id(0)
     c = tl.program_id(1)
+    t = tl.program_id(2)
     H = tl.num_programs(0)
     kvh = h // G
     d = tl.arange(0, HD)
-    M = tl.minimum(tl.load(nreal_ptr), T)
-    for t in range(0, M):
+    if t < tl.minimum(tl.load(nreal_ptr), T):
         pos = tl.load(pos_ptr + t).to(tl.int32)
         lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
         if (c >= lo // CH) & (c <= pos // CH):
@@ -160,7 +161,7 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
-    _split_kernel[(H, nc)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
+    _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
                            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
                            G=H // k_cache.shape[2], HD=hd, BN=bn, num_warps=WARPS)
     _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch,

@@ -20,7 +20,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from engine.errors import EngineError
 from engine.gguf_file import read_gguf
 from engine.model_files import default_model_path, gemma_path
-from engine.quant import CHUNK_ELEMENTS, QuantTensor, UnsupportedQuantError, dequantize, numpy_as_torch
+from engine.quant import CHUNK_ELEMENTS, DECODERS, QuantTensor, UnsupportedQuantError, dequantize, numpy_as_torch
 
 GPU = torch.cuda.is_available()
 KERNEL_DEVICE = "cuda" if GPU else "cpu"
@@ -255,3 +255,21 @@ def test_cuda_linear_bf16_is_row_invariant(gemma, name):
         part = torch.randn(m, qt.shape[1], device="cuda", dtype=torch.bfloat16)
         part[m - 1] = x[7]
         assert torch.equal(qt.linear(part)[m - 1], alone), m
+
+
+@pytest.mark.parametrize("qtype", sorted(DECODERS, key=lambda t: t.name), ids=lambda t: t.name)
+def test_decoders_build_no_tensor_from_host_values_after_a_warm_up(monkeypatch, qtype):
+    """A CUDA graph capture fails on any host-to-device copy (the MTP drafter decodes its quantized
+    embedding rows inside its graph, after one warm-up pass): once a type has decoded, decoding again
+    may not make a tensor from Python or numpy values."""
+    block, size = GGML_QUANT_SIZES[qtype]
+    raw = torch.randint(0, 256, (4 * size,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    first = dequantize(raw, qtype, 4 * block)
+
+    def host_copy(*args, **kwargs):
+        raise AssertionError(f"{qtype.name}: a tensor made from host values while decoding")
+
+    for name in ("tensor", "as_tensor", "from_numpy"):
+        monkeypatch.setattr(torch, name, host_copy)
+    again = dequantize(raw, qtype, 4 * block)
+    assert torch.equal(again.view(torch.int32), first.view(torch.int32))
