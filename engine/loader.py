@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from engine import layout
+from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter
 from engine.errors import ConfigError, ModelFileError
@@ -104,15 +105,17 @@ def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -
 
 
 def cpu_threads(devices: list[str], notes: list[str]) -> int:
-    """Intra-op threads for each CPU stage's thread: the cores less one (the engine's own threads, the
-    tokenizer and the server need one), shared among the CPU stages; $STRATA_CPU_THREADS overrides.
-    Measured on a 2-core machine (SmolLM2, fast mode, 2026-12-01): a decode step 11 ms with 1 thread
-    against 24-30 ms with 2, a 32-row prompt tile 126 against 156 ms."""
+    """Intra-op threads for each CPU stage's thread; $STRATA_CPU_THREADS overrides. A lone CPU stage
+    runs on the compute thread (engine.cpu_thread) on every core. CPU stages beside others share the cores
+    less one (the engine's own threads, the tokenizer and the server need one) and run 1 thread each on
+    a 2-core machine: there a second OpenMP team makes every team's regions slow (SmolLM2, 2026-12-01:
+    a decode step 11 ms with 1 thread against 24-30 ms with 2 on a thread that was not the first)."""
     n_cpu = sum(d == "cpu" for d in devices)
     if not n_cpu:
         return 0
     cores = os.cpu_count() or 1
-    threads = int(os.environ.get("STRATA_CPU_THREADS", "0")) or max(1, (cores - 1) // n_cpu)
+    threads = int(os.environ.get("STRATA_CPU_THREADS", "0")) or (
+        cores if lone_cpu(devices) else max(1, (cores - 1) // n_cpu))
     if n_cpu > 1:
         notes.append(f"{n_cpu} CPU stages share {cores} cores: {threads} thread(s) per stage")
     return threads
@@ -191,6 +194,12 @@ def _attach_mtp(gf: GGUFFile, cfg: ModelConfig, notes: list[str]) -> bool:
 
 
 def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
+    if lone_cpu(layout.parse_devices(config.devices)):    # its stage will run there (engine.cpu_thread)
+        return on_compute_thread(_load_model, config, progress)
+    return _load_model(config, progress)
+
+
+def _load_model(config: EngineConfig, progress) -> LoadedModel:
     t0 = time.perf_counter()
     notes: list[str] = []
     path = resolve_model(config.model)
@@ -241,7 +250,7 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
 
     stages = [Stage(k, dev, a, b, loader, cfg, config.parallel, ctx, k == 0, k == len(devices) - 1, dtype, on_layer)
               for k, (dev, a, b) in enumerate(zip(devices, starts, ends))]
-    if devices.count("cpu") == 1 and stages[-1].device.type == "cpu":
+    if devices.count("cpu") == 1 and stages[-1].device.type == "cpu" and not lone_cpu(devices):
         stages[-1].head_threads = os.cpu_count() or 1
     if dtype == torch.float32 and any(d != "cpu" for d in devices):
         notes.append("dtype float32 on GPU: slower than bfloat16")
@@ -256,7 +265,8 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     kind = "cuda" if any(d.startswith("cuda") for d in devices) else "cpu"
-    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads)
+    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads,
+                        lone_cpu(devices))
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls

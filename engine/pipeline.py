@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from engine import cpu_thread
 from engine.block import Tile
 from engine.stage import Stage
 
@@ -135,13 +136,21 @@ def chain_mode(stages: list[Stage]) -> bool:
 
 
 class Pipeline:
-    def __init__(self, stages: list[Stage], tiles: TileSizes, cpu_threads: int = 0):
-        """cpu_threads: intra-op threads of each CPU stage's thread (0: torch's default)."""
+    def __init__(self, stages: list[Stage], tiles: TileSizes, cpu_threads: int = 0, lone_cpu: bool = False):
+        """cpu_threads: intra-op threads of each CPU stage's thread (0: torch's default). lone_cpu: the one
+        stage runs on engine.cpu_thread's thread (the one that loaded it), which outlives the pipeline."""
         self.stages, self.tiles = stages, tiles
-        self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}",
-                                             initializer=torch.set_num_threads if s.device.type == "cpu"
-                                             and cpu_threads else None, initargs=(cpu_threads,))
-                          for s in stages]
+        self.shared = cpu_thread.executor() if lone_cpu else None
+        self.closed = False
+        if self.shared is not None:
+            if cpu_threads:
+                cpu_thread.on_compute_thread(torch.set_num_threads, cpu_threads)
+            self.executors = [self.shared]
+        else:
+            self.executors = [ThreadPoolExecutor(1, thread_name_prefix=f"stage{s.index}",
+                                                 initializer=torch.set_num_threads if s.device.type == "cpu"
+                                                 and cpu_threads else None, initargs=(cpu_threads,))
+                              for s in stages]
         self.busy = [BusyMeter() for _ in stages]
         self.streams = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
         # the finish of a window whose successor is already queued runs on a side stream, so that its
@@ -195,7 +204,7 @@ class Pipeline:
         return y, made, marks
 
     def _run_stage(self, k: int, rows: Rows, x, event, finish, fut: Future) -> None:
-        if fut.done():
+        if fut.done() or self.closed:
             return
         stage, stream = self.stages[k], self.streams[k]
         t0 = time.monotonic()
@@ -295,5 +304,10 @@ class Pipeline:
         return self.submit(rows, lambda h, logits_of: (h.float().cpu(), logits_of(every).cpu())).result()
 
     def close(self) -> None:
+        """Windows not started never run; returns when the one running has ended."""
+        self.closed = True
         for ex in self.executors:
-            ex.shutdown(wait=True, cancel_futures=True)
+            if ex is self.shared:
+                cpu_thread.on_compute_thread(lambda: None)      # after what it already holds
+            else:
+                ex.shutdown(wait=True, cancel_futures=True)

@@ -3,7 +3,7 @@ in this process, timed plain, then with the GPU kernels' time from torch.profile
 its host tracing costs more than the steps; and cProfile on the stage thread clashes with the engine
 thread's under Python 3.12).
 
-    python3 tests/gpu/profile_host.py MODEL [STEPS] [DEVICES]
+    python3 tests/gpu/profile_host.py MODEL [STEPS] [DEVICES]      (DEVICES cpu: the CPU path's parts)
 
 Prints the step time and the GPU kernel time per step (the rest of a step the GPU waits for the host),
 and the kernels that took most of it. SPEC=N (env): MTP drafts at that window size (a model with an
@@ -56,6 +56,8 @@ def timed_parts(core, steps: int) -> dict[str, float]:
     wrap(sch.Scheduler, "_commit", "scheduler: commit picks, detokenize, emit (engine thread)")
     wrap(pl.Pipeline, "_run_stage", "stage thread: whole window")
     wrap(st.Stage, "embed", "stage: embed the tokens")
+    wrap(st.Stage, "forward_logits", "stage: forward over the tiles (queued, on a GPU)")
+    wrap(st.Stage, "logits", "stage: head")
     wrap(graphs.TileGraph, "run", "graph: copy inputs, replay, copy outputs")
     wrap(torch.cuda.CUDAGraph, "replay", "graph: replay call (launch)")
     wrap(torch.cuda.Stream, "synchronize", "stream sync (GPU still busy)")
@@ -95,6 +97,8 @@ def main() -> int:
     print(f"  host time per step, by part (wall clock inside each call; stream sync = waiting for the GPU):")
     for name, us in timed_parts(core, steps).items():
         print(f"  {us:8.1f} us  {name}")
+    if not torch.cuda.is_available():        # a CPU run (DEVICES cpu): the host parts are all there is
+        return 0
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):

@@ -1,0 +1,68 @@
+"""A lone CPU stage loads and runs on one OS thread (engine.cpu_thread), on every core; layouts of more
+stages keep a thread per stage. Why it matters is in engine/cpu_thread.py (libgomp's throttled spin once
+a second OpenMP team exists); here: which thread does what, and that models come and go on it."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import torch
+
+from engine import cpu_thread
+from engine.loader import load_model
+from engine.messages import EngineConfig
+from engine.pipeline import Rows
+from engine.stage import Stage
+from engine.synthetic import make_model
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_model("llama", "tiny", tmp_path_factory.mktemp("m") / "tiny.gguf", qtype="Q4_0")
+
+
+def run_window(lm) -> list[tuple[str, int]]:
+    """One decode row through the pipeline: (thread, its torch threads) that ran each stage."""
+    seen = []
+    real = Stage.forward_logits
+
+    def spy(self, x, tile):
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        return real(self, x, tile)
+
+    Stage.forward_logits = spy
+    try:
+        rows = Rows.build([1], [0], [0], lm.pipeline.tiles, lm.pipeline.scratch_slot, [False])
+        lm.pipeline.submit(rows, lambda h, logits_of: logits_of([0])).result()
+    finally:
+        Stage.forward_logits = real
+    return seen
+
+
+def test_a_lone_cpu_stage_loads_and_runs_on_the_compute_thread_on_every_core(tiny, monkeypatch):
+    loaded_on = []
+    real = Stage.__init__
+    monkeypatch.setattr(Stage, "__init__", lambda self, *a, **k: (loaded_on.append(threading.current_thread().name),
+                                                                  real(self, *a, **k))[1])
+    lm = load_model(EngineConfig(model=str(tiny), devices="cpu", parallel=2, ctx=64))
+    try:
+        [(thread, threads)] = run_window(lm)
+        assert loaded_on == [thread] and thread.startswith(cpu_thread.NAME)
+        assert threads == os.cpu_count()
+        assert lm.pipeline.stages[0].head_threads == 0          # its thread already has every core
+    finally:
+        lm.pipeline.close()
+    again = load_model(EngineConfig(model=str(tiny), devices="cpu", parallel=2, ctx=64))   # the thread stays
+    try:
+        assert run_window(again) == [(thread, threads)]
+    finally:
+        again.pipeline.close()
+
+
+def test_two_cpu_stages_keep_a_thread_each(tiny):
+    lm = load_model(EngineConfig(model=str(tiny), devices="cpu,cpu", parallel=2, ctx=64))
+    try:
+        assert [t for t, _ in run_window(lm)] == ["stage0_0", "stage1_0"]
+    finally:
+        lm.pipeline.close()
