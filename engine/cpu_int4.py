@@ -8,9 +8,12 @@ rounded to bfloat16 (value = (q - 8) * scale + zero):
     Q4_1  scale d,         zero m + 8 d            (d q + m)
     Q4_K  scale d sc_j,    zero 8 d sc_j - dmin m_j  (d sc_j q - dmin m_j, sub-block j)
     Q8_0  two int4 parts: the code's low 4 bits (scale d, zero 8 d) and its high 4 bits, signed
-          (code + 8, scale 16 d, zero 0); the parts' products are added in float32
+          (code + 8, scale 16 d, zero 0)
     Q5_0, Q5_1  two parts: the low 4 bits (scale d, zero 0) and the fifth bit (bit + 8, scale 16 d,
           zero -8 d for Q5_0, 8 d + m for Q5_1)
+Two parts lie side by side along K (a 2K-wide matrix) and x goes in twice, so one kernel call sums
+both in its float32 accumulator: at one row 20-35% faster than a call per part (2 threads here: the
+262144 x 640 Q8_0 head of Gemma 3 270M 6.9 -> 5.6 ms), the same at 32 rows.
 The kernel computes every row the same way at any row count (checked in the tests), so a row's result
 does not depend on the other rows of its tile. `--dtype float32` keeps the dense reference numerics.
 """
@@ -33,11 +36,17 @@ GROUP = 32
 class Int4Weight:
     n: int
     k: int
-    parts: list[tuple[torch.Tensor, torch.Tensor]]   # (torch's int4 CPU layout, [K/32, N, 2] bf16 scale/zero)
+    packed: torch.Tensor        # torch's int4 CPU layout of [N, K] codes, or of [N, 2K] for two parts
+    sz: torch.Tensor            # [K/32 or 2K/32, N, 2] bfloat16 scale and zero
+
+    @property
+    def twice(self) -> bool:
+        """Two parts side by side: x goes in twice."""
+        return self.sz.shape[0] * GROUP == 2 * self.k
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for part in self.parts for t in part)
+        return self.packed.numel() * self.packed.element_size() + self.sz.numel() * self.sz.element_size()
 
 
 def supports(qtype, shape: tuple[int, ...]) -> bool:
@@ -59,14 +68,13 @@ class Int4Stack:
 def stack(weights: list[Int4Weight]) -> Int4Weight | None:
     """One Int4Weight of the given ones stacked along N; None where they differ in K or parts, or a row
     count is not whole blocks of the kernel's 64-row packing. The given ones then hold views of it."""
-    if len({(w.k, len(w.parts)) for w in weights}) > 1 or any(w.n % 64 for w in weights):
+    if len({(w.k, w.twice) for w in weights}) > 1 or any(w.n % 64 for w in weights):
         return None
-    both = Int4Weight(sum(w.n for w in weights), weights[0].k,
-                      [(torch.cat([w.parts[i][0] for w in weights]), torch.cat([w.parts[i][1] for w in weights], 1))
-                       for i in range(len(weights[0].parts))])
+    both = Int4Weight(sum(w.n for w in weights), weights[0].k, torch.cat([w.packed for w in weights]),
+                      torch.cat([w.sz for w in weights], 1))
     a = 0
     for w in weights:
-        w.parts = [(packed[a:a + w.n], sz[:, a:a + w.n].contiguous()) for packed, sz in both.parts]
+        w.packed, w.sz = both.packed[a:a + w.n], both.sz[:, a:a + w.n].contiguous()
         a += w.n
     return both
 
@@ -76,15 +84,12 @@ ROWS = 1024                     # rows converted at a time: bounded temporaries 
 
 def from_gguf(data: torch.Tensor, qtype, n: int, k: int) -> Int4Weight:
     """GGUF bytes [N, row bytes] (CPU) -> the int4 layout; codes kept, group scales in bfloat16."""
-    chunks = []                     # per chunk of rows, per part: (packed codes, scale, zero)
+    chunks = []                     # per chunk of rows: (packed codes, scale, zero), the parts side by side
     for a in range(0, n, ROWS):
-        chunks.append([(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1), scale, zero)
-                       for q, scale, zero in _codes_scales_zeros(data[a:a + ROWS], qtype, k)])
-    parts = []
-    for i in range(len(chunks[0])):
-        packed, scale, zero = (torch.cat([c[i][j] for c in chunks]) for j in range(3))
-        parts.append((packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous()))
-    return Int4Weight(n, k, parts)
+        q, scale, zero = (torch.cat(t, 1) for t in zip(*_codes_scales_zeros(data[a:a + ROWS], qtype, k)))
+        chunks.append((torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1), scale, zero))
+    packed, scale, zero = (torch.cat([c[j] for c in chunks]) for j in range(3))
+    return Int4Weight(n, k, packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous())
 
 
 def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.Tensor, ...]]:
@@ -95,8 +100,7 @@ def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.T
         at = 2 if QT(qtype) == QT.Q5_0 else 4               # the fifth bits follow d (and m)
         q = (nibbles(b[:, at + 4:at + 20]) | fifth_bits(b[:, at:at + 4])).to(torch.int32).reshape(n, k)
         d = f16_field(b, 0).reshape(n, k // GROUP)
-        # centred parts ((lo - 8) d, and (16 bit - 8) d plus the offset): their sums stay small, so
-        # rounding each part's output to bfloat16 costs little
+        # the first part gives (lo - 8) d, the second 16 bit d - 8 d (Q5_0) or 16 bit d + 8 d + m (Q5_1)
         top = -8 * d if QT(qtype) == QT.Q5_0 else 8 * d + f16_field(b, 2).reshape(n, k // GROUP)
         return [(q & 15, d, torch.zeros_like(d)), ((q >> 4) + 8, 16 * d, top)]
     p = pack(data, qtype, k)
@@ -120,12 +124,8 @@ def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.T
 
 
 def _mm(x: torch.Tensor, w: Int4Weight) -> torch.Tensor:
-    """bfloat16 x [M, K] @ W.T: bfloat16 for one part, float32 for two (their sum)."""
-    out = None
-    for packed, sz in w.parts:
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz)
-        out = y if out is None else out.float() + y.float()
-    return out
+    """bfloat16 x [M, K] (a fresh buffer) @ W.T, in bfloat16."""
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(torch.cat((x, x), 1) if w.twice else x, w.packed, GROUP, w.sz)
 
 
 def values(w: Int4Weight) -> torch.Tensor:
@@ -134,7 +134,7 @@ def values(w: Int4Weight) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
-    """x [..., K] @ W.T -> [..., N] (bfloat16, or float32 for two parts), `tile` rows per call. The kernel
+    """x [..., K] @ W.T -> [..., N] in bfloat16, `tile` rows per call. The kernel
     gives a row the same bits at any row count, so a call's last rows need no zero padding (a tile's
     rows come out as in a full tile); each call gets a buffer laid out as a fresh one (contiguous, from
     the start of its storage)."""
