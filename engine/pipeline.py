@@ -204,7 +204,9 @@ class Pipeline:
         return y, made, marks
 
     def _run_stage(self, k: int, rows: Rows, x, event, finish, fut: Future) -> None:
-        if fut.done() or self.closed:
+        if self.closed and not fut.done():
+            fut.set_exception(RuntimeError("the model was unloaded"))
+        if fut.done():
             return
         stage, stream = self.stages[k], self.streams[k]
         t0 = time.monotonic()
@@ -304,7 +306,7 @@ class Pipeline:
         return self.submit(rows, lambda h, logits_of: (h.float().cpu(), logits_of(every).cpu())).result()
 
     def close(self) -> None:
-        """Windows not started never run; returns when the one running has ended."""
+        """Windows not started never run (their futures fail); returns when the one running has ended."""
         self.closed = True
         for ex in self.executors:
             if ex is self.shared:

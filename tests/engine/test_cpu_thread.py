@@ -66,3 +66,15 @@ def test_two_cpu_stages_keep_a_thread_each(tiny):
         assert [t for t, _ in run_window(lm)] == ["stage0_0", "stage1_0"]
     finally:
         lm.pipeline.close()
+
+
+def test_a_window_queued_behind_an_unload_fails_instead_of_running(tiny):
+    lm = load_model(EngineConfig(model=str(tiny), devices="cpu", parallel=2, ctx=64))
+    gate = threading.Event()
+    cpu_thread.executor().submit(gate.wait)                 # the compute thread busy until the unload
+    rows = Rows.build([1], [0], [0], lm.pipeline.tiles, lm.pipeline.scratch_slot, [False])
+    fut = lm.pipeline.submit(rows, lambda h, logits_of: logits_of([0]))
+    threading.Timer(0.2, gate.set).start()
+    lm.pipeline.close()
+    with pytest.raises(RuntimeError, match="unloaded"):
+        fut.result(timeout=10)
