@@ -16,6 +16,8 @@ by 1/sqrt(head size), decay g = a * softplus(alpha + dt_bias), then the gated RM
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -23,6 +25,9 @@ from engine.config import STATE_RING, ModelConfig
 from engine.weights import DeltaNetWeights
 
 L2_EPS = 1e-6
+# GPU stages run the recurrence as one Triton kernel (engine.kernels.gdn_rows; checked here under the
+# interpreter, not yet on a GPU: STRATA_GPU_GDN=1 turns it on until tests/gpu/run_hybrid.sh has run it)
+GPU_ROWS = os.environ.get("STRATA_GPU_GDN", "0") == "1"
 
 
 def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,8 +38,8 @@ def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor,
     return conv, state
 
 
-def _l2norm(x: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
+def _l2norm(x: torch.Tensor, eps: float = L2_EPS) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
 def _per_value_head(x: torch.Tensor, nv: int, tiled: bool) -> torch.Tensor:
@@ -60,27 +65,24 @@ def _projections(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor):
     return mixed, z, w.beta.linear(h, T).float(), w.alpha.linear(h, T).float()
 
 
-def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-              n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor) -> torch.Tensor:
-    """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros)."""
-    T = h.shape[0]
-    hd, nk, nv, K = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads, cfg.ssm_conv
-    mixed, z, b, a = _projections(w, cfg, h)
-    beta = torch.sigmoid(b)                                             # [T, nv]
-    g = F.softplus(a + w.dt_bias) * w.a                                 # [T, nv], log of the decay
-    out = torch.zeros((T, nv, hd), dtype=torch.float32, device=h.device)
+def rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor, slot: torch.Tensor,
+         pos: torch.Tensor, n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor, nk: int, nv: int,
+         hd: int, tiled: bool, eps: float = L2_EPS) -> torch.Tensor:
+    """The recurrence row by row (torch; engine.kernels.gdn_rows on a GPU): conv inputs mixed [T, channels],
+    log decays g and betas [T, nv] -> out [T, nv, hd] (rows from n_real on: zeros); writes the rings."""
+    T, K, kd = mixed.shape[0], conv_w.shape[1], nk * hd
+    out = torch.zeros((T, nv, hd), dtype=torch.float32, device=mixed.device)
     slots, poss = slot.tolist(), pos.tolist()
-    kd = nk * hd
     for t in range(n_real):
         s, p = slots[t], poss[t]
         conv_ring[s, p % STATE_RING] = mixed[t]
-        back = torch.tensor([(p - K + 1 + i) % STATE_RING for i in range(K)], device=h.device)
+        back = torch.tensor([(p - K + 1 + i) % STATE_RING for i in range(K)], device=mixed.device)
         window = conv_ring[s, back]                                     # [K, channels], oldest first
         if p < K - 1:                                                   # positions before 0 read zeros
             window = torch.cat((torch.zeros_like(window[: K - 1 - p]), window[K - 1 - p:]))
-        c = F.silu((window.t() * w.conv).sum(-1))                       # [channels]
-        q = _per_value_head(_l2norm(c[:kd].view(nk, hd)), nv, cfg.ssm_tiled) * hd ** -0.5
-        k = _per_value_head(_l2norm(c[kd:2 * kd].view(nk, hd)), nv, cfg.ssm_tiled)
+        c = F.silu((window.t() * conv_w).sum(-1))                       # [channels]
+        q = _per_value_head(_l2norm(c[:kd].view(nk, hd), eps), nv, tiled) * hd ** -0.5
+        k = _per_value_head(_l2norm(c[kd:2 * kd].view(nk, hd), eps), nv, tiled)
         v = c[2 * kd:].view(nv, hd)
         S = state_ring[s, (p - 1) % STATE_RING] if p > 0 else torch.zeros_like(state_ring[s, 0])
         S = S * g[t].exp()[:, None, None]
@@ -88,5 +90,21 @@ def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch
         S = S + k[:, :, None] * delta[:, None, :]
         state_ring[s, p % STATE_RING] = S
         out[t] = (S * q[:, :, None]).sum(-2)
+    return out
+
+
+def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
+              n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor) -> torch.Tensor:
+    """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros)."""
+    T = h.shape[0]
+    hd, nk, nv = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads
+    mixed, z, b, a = _projections(w, cfg, h)
+    beta = torch.sigmoid(b)                                             # [T, nv]
+    g = F.softplus(a + w.dt_bias) * w.a                                 # [T, nv], log of the decay
+    if h.is_cuda and GPU_ROWS:
+        from engine.kernels.gdn_rows import gdn_rows as run
+    else:
+        run = rows
+    out = run(mixed, g, beta, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled, L2_EPS)
     o = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w.norm * F.silu(z)
     return w.out.linear(o.reshape(T, nv * hd).to(h.dtype), T)

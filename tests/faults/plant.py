@@ -158,6 +158,10 @@ FAULTS = [
     Fault("int4-second-part-dropped", "engine/cpu_int4.py",
           "torch.cat((x, x), 1) if w.twice else x", "torch.cat((x, 0 * x), 1) if w.twice else x",
           ["tests/engine/test_cpu_int4.py::test_int4_values_are_the_files_and_rows_do_not_depend_on_the_tile"]),
+    # the GPU delta net kernel reading a row's previous state from its own position (not p - 1)
+    Fault("gdn-rows-state-not-previous", "engine/kernels/gdn_rows.py",
+          "((p - 1 + RING) % RING) * stride_sr", "((p + RING) % RING) * stride_sr",
+          ["tests/engine/test_gdn_rows.py::test_the_kernel_walks_rows_like_the_torch_recurrence"]),
     # the GPU's IQ4 lookup (PTX, never run by the interpreter) taking byte codes as prmt's nibble selectors
     Fault("iq4-prmt-byte-selectors", "engine/kernels/iq4.py",
           '"and.b32 c, s, 0x7777;', '"and.b32 c, $1, 0x07070707;',

@@ -1,0 +1,91 @@
+"""The gated delta net's per-row recurrence on the GPU: one program per value head walks the tile's real
+rows in order (engine.gdn.rows is the torch form it replaces there, with the same ring conventions).
+
+For row t (slot s, position p) and value head j: the row's conv inputs go into the slot's conv ring at p;
+the causal conv over positions p-K+1..p (zeros before 0) and SiLU give q and k of j's key head and j's
+v; q and k are l2-normalised (q also scaled by 1/sqrt(head size)); the state S (head size x head size)
+is the ring's at p-1 (zeros at p = 0), decays by exp(g), takes the delta rule's update and goes into
+the ring at p; the output is q's product with the new S.
+
+Why one program per value head: heads are independent, while a slot's rows depend on each other in
+order; a program runs its rows one after another and reads back only what it wrote itself (its v
+channels and state), or channels every program of its key head writes with the same values (q and k),
+after a barrier. No host synchronisation: slots and positions are read on the device. A row's result
+depends on its slot's ring and its own inputs only, computed in the same order whatever the tile holds.
+Importing this module imports triton.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+WARPS = 8
+
+
+@triton.jit
+def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_rr, RING,
+          K: tl.constexpr, HD: tl.constexpr):
+    """SiLU of the causal conv of channels ch at row t (the ring's earlier positions, this row's input)."""
+    acc = tl.load(mixed_ptr + t * stride_mt + ch) * tl.load(w_ptr + ch * K + (K - 1))
+    for i in tl.static_range(K - 1):
+        q = p - (K - 1) + i
+        back = tl.load(ring_ptr + s * stride_rs + ((q + RING) % RING) * stride_rr + ch, mask=ch * 0 + q >= 0,
+                       other=0.0)
+        acc += back * tl.load(w_ptr + ch * K + i)
+    return acc / (1.0 + tl.exp(-acc))
+
+
+@triton.jit
+def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_ring_ptr, out_ptr, slot_ptr,
+                     pos_ptr, n_real, stride_mt, stride_cs, stride_cr, stride_ss, stride_sr, stride_sh, NK, NV,
+                     RING, eps, q_scale, HD: tl.constexpr, K: tl.constexpr, TILED: tl.constexpr):
+    j = tl.program_id(0)
+    if TILED:
+        kh = j % NK
+    else:
+        kh = j // (NV // NK)
+    kd = NK * HD
+    d = tl.arange(0, HD)
+    qc = kh * HD + d
+    kc = kd + kh * HD + d
+    vc = 2 * kd + j * HD + d
+    for t in range(n_real):
+        s = tl.load(slot_ptr + t).to(tl.int64)
+        p = tl.load(pos_ptr + t).to(tl.int32)
+        at = s * stride_cs + (p % RING) * stride_cr
+        # this row's conv inputs into the ring (q and k: the same values from each value head of kh)
+        tl.store(conv_ring_ptr + at + qc, tl.load(mixed_ptr + t * stride_mt + qc))
+        tl.store(conv_ring_ptr + at + kc, tl.load(mixed_ptr + t * stride_mt + kc))
+        tl.store(conv_ring_ptr + at + vc, tl.load(mixed_ptr + t * stride_mt + vc))
+        cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, stride_mt, stride_cs, stride_cr, RING, K, HD)
+        ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, stride_mt, stride_cs, stride_cr, RING, K, HD)
+        v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, vc, stride_mt, stride_cs, stride_cr, RING, K, HD)
+        q = cq * tl.rsqrt(tl.sum(cq * cq, 0) + eps) * q_scale
+        k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
+        prev = state_ring_ptr + s * stride_ss + ((p - 1 + RING) % RING) * stride_sr + j * stride_sh
+        S = tl.load(prev + d[:, None] * HD + d[None, :], mask=d[:, None] * 0 + d[None, :] * 0 + p > 0, other=0.0)
+        S = S * tl.exp(tl.load(g_ptr + t * NV + j))
+        delta = (v - tl.sum(S * k[:, None], 0)) * tl.load(beta_ptr + t * NV + j)
+        S = S + k[:, None] * delta[None, :]
+        here = state_ring_ptr + s * stride_ss + (p % RING) * stride_sr + j * stride_sh
+        tl.store(here + d[:, None] * HD + d[None, :], S)
+        tl.store(out_ptr + (t * NV + j) * HD + d, tl.sum(S * q[:, None], 0))
+        tl.debug_barrier()          # the next row reads this one's ring rows
+
+
+def gdn_rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor, slot: torch.Tensor,
+             pos: torch.Tensor, n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor, nk: int, nv: int,
+             hd: int, tiled: bool, eps: float) -> torch.Tensor:
+    """mixed [T, channels], g / beta [T, nv] (float32); rings as engine.gdn.state_buffers -> out [T, nv, hd]
+    (rows from n_real on: zeros)."""
+    T = mixed.shape[0]
+    out = torch.zeros((T, nv, hd), dtype=torch.float32, device=mixed.device)
+    if n_real == 0:
+        return out
+    mixed, g, beta = mixed.contiguous(), g.contiguous(), beta.contiguous()
+    _gdn_rows_kernel[(nv,)](mixed, g, beta, conv_w.contiguous(), conv_ring, state_ring, out, slot, pos, n_real,
+                            mixed.stride(0), conv_ring.stride(0), conv_ring.stride(1), state_ring.stride(0),
+                            state_ring.stride(1), state_ring.stride(2), nk, nv, conv_ring.shape[1], eps,
+                            hd ** -0.5, HD=hd, K=conv_w.shape[1], TILED=tiled, num_warps=WARPS)
+    return out

@@ -1,0 +1,43 @@
+"""The gated delta net's recurrence as one Triton kernel (engine.kernels.gdn_rows) against its torch form
+(engine.gdn.rows), under TRITON_INTERPRET=1 here: a tile holding two slots' consecutive rows (each row
+reads the ring rows its slot's earlier rows just wrote), a slot continuing from an earlier window, a row
+at position 0, padding rows; tiled and grouped value heads; the rings and outputs agree."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.config import STATE_RING
+from engine.gdn import L2_EPS, rows
+from tests.engine.test_packed import DEV, kernel_module
+
+
+@pytest.fixture(scope="module")
+def gr():
+    return kernel_module("gdn_rows")
+
+
+@pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "grouped"])
+def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
+    nk, nv, hd, K, slots = 2, 4, 16, 4, 3
+    gen = torch.Generator().manual_seed(7 + tiled)
+    channels = 2 * nk * hd + nv * hd
+    conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
+    conv = (torch.randn(slots, STATE_RING, channels, generator=gen)).to(DEV)
+    state = (torch.randn(slots, STATE_RING, nv, hd, hd, generator=gen) * 0.1).to(DEV)
+    # slot 1 continues at 9..11 from an earlier window; slot 0 starts a prompt at 0..2; then padding
+    slot = torch.tensor([1, 0, 1, 0, 1, 0, 2, 2], device=DEV)
+    pos = torch.tensor([9, 0, 10, 1, 11, 2, 0, 0], device=DEV)
+    n_real, T = 6, 8
+    mixed = torch.randn(T, channels, generator=gen).to(DEV)
+    g = -torch.rand(T, nv, generator=gen).to(DEV)
+    beta = torch.rand(T, nv, generator=gen).to(DEV)
+    args = (mixed, g, beta, conv_w, slot, pos, n_real)
+    ref_conv, ref_state = conv.clone(), state.clone()
+    ref = rows(*args, ref_conv, ref_state, nk, nv, hd, tiled, L2_EPS)
+    out = gr.gdn_rows(*args, conv, state, nk, nv, hd, tiled, L2_EPS)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert not out[n_real:].any()
+    torch.testing.assert_close(conv, ref_conv, rtol=0, atol=0)
+    torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(state[1, 11 % STATE_RING], ref_state[1, 8 % STATE_RING])      # it did write
