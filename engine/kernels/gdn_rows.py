@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 WARPS = 8
+BJ = 32                         # state columns per step (a [head size, BJ] block in registers)
 
 
 @triton.jit
@@ -39,7 +40,8 @@ def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_
 @triton.jit
 def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_ring_ptr, out_ptr, slot_ptr,
                      pos_ptr, n_real, stride_mt, stride_cs, stride_cr, stride_ss, stride_sr, stride_sh, NK, NV,
-                     RING, eps, q_scale, HD: tl.constexpr, K: tl.constexpr, TILED: tl.constexpr):
+                     RING, eps, q_scale, HD: tl.constexpr, K: tl.constexpr, TILED: tl.constexpr,
+                     BJ: tl.constexpr):
     j = tl.program_id(0)
     if TILED:
         kh = j % NK
@@ -47,9 +49,9 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         kh = j // (NV // NK)
     kd = NK * HD
     d = tl.arange(0, HD)
+    e = tl.arange(0, BJ)
     qc = kh * HD + d
     kc = kd + kh * HD + d
-    vc = 2 * kd + j * HD + d
     for t in range(n_real):
         s = tl.load(slot_ptr + t).to(tl.int64)
         p = tl.load(pos_ptr + t).to(tl.int32)
@@ -57,20 +59,26 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         # this row's conv inputs into the ring (q and k: the same values from each value head of kh)
         tl.store(conv_ring_ptr + at + qc, tl.load(mixed_ptr + t * stride_mt + qc))
         tl.store(conv_ring_ptr + at + kc, tl.load(mixed_ptr + t * stride_mt + kc))
+        vc = 2 * kd + j * HD + d
         tl.store(conv_ring_ptr + at + vc, tl.load(mixed_ptr + t * stride_mt + vc))
         cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, stride_mt, stride_cs, stride_cr, RING, K, HD)
         ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, stride_mt, stride_cs, stride_cr, RING, K, HD)
-        v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, vc, stride_mt, stride_cs, stride_cr, RING, K, HD)
         q = cq * tl.rsqrt(tl.sum(cq * cq, 0) + eps) * q_scale
         k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
+        decay = tl.exp(tl.load(g_ptr + t * NV + j))
+        beta = tl.load(beta_ptr + t * NV + j)
         prev = state_ring_ptr + s * stride_ss + ((p - 1 + RING) % RING) * stride_sr + j * stride_sh
-        S = tl.load(prev + d[:, None] * HD + d[None, :], mask=d[:, None] * 0 + d[None, :] * 0 + p > 0, other=0.0)
-        S = S * tl.exp(tl.load(g_ptr + t * NV + j))
-        delta = (v - tl.sum(S * k[:, None], 0)) * tl.load(beta_ptr + t * NV + j)
-        S = S + k[:, None] * delta[None, :]
         here = state_ring_ptr + s * stride_ss + (p % RING) * stride_sr + j * stride_sh
-        tl.store(here + d[:, None] * HD + d[None, :], S)
-        tl.store(out_ptr + (t * NV + j) * HD + d, tl.sum(S * q[:, None], 0))
+        for jb in tl.static_range(HD // BJ):    # columns of S in blocks: each column is independent
+            col = jb * BJ + e
+            v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, 2 * kd + j * HD + col, stride_mt, stride_cs,
+                      stride_cr, RING, K, BJ)
+            S = tl.load(prev + d[:, None] * HD + col[None, :], mask=d[:, None] * 0 + col[None, :] * 0 + p > 0,
+                        other=0.0) * decay
+            delta = (v - tl.sum(S * k[:, None], 0)) * beta
+            S = S + k[:, None] * delta[None, :]
+            tl.store(here + d[:, None] * HD + col[None, :], S)
+            tl.store(out_ptr + (t * NV + j) * HD + col, tl.sum(S * q[:, None], 0))
         tl.debug_barrier()          # the next row reads this one's ring rows
 
 
@@ -87,5 +95,6 @@ def gdn_rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: t
     _gdn_rows_kernel[(nv,)](mixed, g, beta, conv_w.contiguous(), conv_ring, state_ring, out, slot, pos, n_real,
                             mixed.stride(0), conv_ring.stride(0), conv_ring.stride(1), state_ring.stride(0),
                             state_ring.stride(1), state_ring.stride(2), nk, nv, conv_ring.shape[1], eps,
-                            hd ** -0.5, HD=hd, K=conv_w.shape[1], TILED=tiled, num_warps=WARPS)
+                            hd ** -0.5, HD=hd, K=conv_w.shape[1], TILED=tiled, BJ=min(BJ, hd),
+                            num_warps=WARPS)
     return out

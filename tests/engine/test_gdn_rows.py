@@ -19,7 +19,7 @@ def gr():
 
 @pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "grouped"])
 def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
-    nk, nv, hd, K, slots = 2, 4, 16, 4, 3
+    nk, nv, hd, K, slots = 2, 4, 64, 4, 3                # 64: the kernel walks S in two column blocks
     gen = torch.Generator().manual_seed(7 + tiled)
     channels = 2 * nk * hd + nv * hd
     conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
