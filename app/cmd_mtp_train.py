@@ -27,6 +27,7 @@ from tqdm import tqdm
 from app.local_engine import local_client
 from app.mtp_prompts import training_requests
 from app.run_requests import run_together
+from engine.cpu_thread import on_compute_thread
 from engine.errors import ConfigError
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
@@ -100,16 +101,19 @@ def run(args: argparse.Namespace) -> int:
         rows = mtp_trainer.collect(model, seqs, lambda: bar.update(1))
         bar.close()
         held, train_rows = rows[:n_held], rows[n_held:]
-        loss0, acc0, chain0 = mtp_trainer.held_out(layer, held)
+        # on a CPU the layer's own work runs on the thread that runs the model (engine.cpu_thread: a second
+        # OpenMP team would slow both)
+        run = on_compute_thread if args.device == "cpu" else lambda fn, *a: fn(*a)
+        loss0, acc0, chain0 = run(mtp_trainer.held_out, layer, held)
         bar = tqdm(total=args.steps, desc="training", unit="step", file=sys.stderr)
         bar.update(int(torch.load(ckpt, weights_only=True, map_location="cpu")["step"]) if ckpt.exists() else 0)
 
         def step(s: int, loss: float, acc: float) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", accept=f"{acc:.2f}")
-        mtp_trainer.train(layer, train_rows, args.steps, args.lr, ckpt, args.batch, step)
+        run(mtp_trainer.train, layer, train_rows, args.steps, args.lr, ckpt, args.batch, step)
         bar.close()
-        loss1, acc1, chain1 = mtp_trainer.held_out(layer, held)
+        loss1, acc1, chain1 = run(mtp_trainer.held_out, layer, held)
         mtp_trainer.export(model, layer, out, Q[args.qtype], args.sidecar)
     finally:
         model.pipeline.close()
