@@ -250,7 +250,8 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
 
     stages = [Stage(k, dev, a, b, loader, cfg, config.parallel, ctx, k == 0, k == len(devices) - 1, dtype, on_layer)
               for k, (dev, a, b) in enumerate(zip(devices, starts, ends))]
-    if devices.count("cpu") == 1 and stages[-1].device.type == "cpu" and not lone_cpu(devices):
+    lone = lone_cpu(devices)                # the stage's own thread has every core (engine.cpu_thread)
+    if devices.count("cpu") == 1 and stages[-1].device.type == "cpu" and not lone:
         stages[-1].head_threads = os.cpu_count() or 1
     if dtype == torch.float32 and any(d != "cpu" for d in devices):
         notes.append("dtype float32 on GPU: slower than bfloat16")
@@ -265,8 +266,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     kind = "cuda" if any(d.startswith("cuda") for d in devices) else "cpu"
-    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads,
-                        lone_cpu(devices))
+    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads, lone)
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls

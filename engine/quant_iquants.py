@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from gguf import quants as gq
 
-from engine.quant_kquants import QK_K, f16_field
+from engine.quant_kquants import QK_K, constant, f16_field
 
 IQ1_DELTA = 0.125   # gguf.quants.IQ1_S.delta: a set sign bit means -delta
 
@@ -47,15 +47,9 @@ def words(b: torch.Tensor, width: int) -> torch.Tensor:
     return out
 
 
-@lru_cache(maxsize=None)
-def _amounts(amounts: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.tensor(amounts, dtype=dtype, device=device)
-
-
 def shifted(x: torch.Tensor, *amounts: int) -> torch.Tensor:
-    """(..., k) -> (..., k, len(amounts)): x >> each amount (no mask; the amounts made once per device,
-    as engine.quant_kquants.shifts)."""
-    return x.unsqueeze(-1) >> _amounts(amounts, x.dtype, x.device)
+    """(..., k) -> (..., k, len(amounts)): x >> each amount (no mask)."""
+    return x.unsqueeze(-1) >> constant(amounts, x.dtype, x.device)
 
 
 def nibbles_interleaved(b: torch.Tensor) -> torch.Tensor:

@@ -14,15 +14,15 @@ QK_K = 256
 
 
 @lru_cache(maxsize=None)
-def _shift_vector(values: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.uint8, device=device).reshape(1, 1, -1, 1)
+def constant(values: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small tensor of the decoders' own values, made once per device: decoding inside a CUDA graph
+    capture (the drafter's embedding rows, after the warm-up pass) then copies nothing from the host."""
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def shifts(*values: int, device: torch.device) -> torch.Tensor:
-    """A uint8 shift vector shaped (1, 1, len, 1), to broadcast over (n, groups, 1, bytes); made once per
-    device, so decoding inside a CUDA graph capture (the drafter's embedding rows, after the warm-up
-    pass) copies nothing from the host."""
-    return _shift_vector(values, torch.device(device))
+    """A uint8 shift vector shaped (1, 1, len, 1), to broadcast over (n, groups, 1, bytes)."""
+    return constant(values, torch.uint8, torch.device(device)).reshape(1, 1, -1, 1)
 
 
 def f16_field(blocks: torch.Tensor, start: int) -> torch.Tensor:

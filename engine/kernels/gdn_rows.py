@@ -25,8 +25,7 @@ BJ = 32                         # state columns per step (a [head size, BJ] bloc
 
 
 @triton.jit
-def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_rr, RING,
-          K: tl.constexpr, HD: tl.constexpr):
+def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_rr, RING, K: tl.constexpr):
     """SiLU of the causal conv of channels ch at row t (the ring's earlier positions, this row's input)."""
     acc = tl.load(mixed_ptr + t * stride_mt + ch) * tl.load(w_ptr + ch * K + (K - 1))
     for i in tl.static_range(K - 1):
@@ -61,8 +60,8 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         tl.store(conv_ring_ptr + at + kc, tl.load(mixed_ptr + t * stride_mt + kc))
         vc = 2 * kd + j * HD + d
         tl.store(conv_ring_ptr + at + vc, tl.load(mixed_ptr + t * stride_mt + vc))
-        cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, stride_mt, stride_cs, stride_cr, RING, K, HD)
-        ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, stride_mt, stride_cs, stride_cr, RING, K, HD)
+        cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, stride_mt, stride_cs, stride_cr, RING, K)
+        ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, stride_mt, stride_cs, stride_cr, RING, K)
         q = cq * tl.rsqrt(tl.sum(cq * cq, 0) + eps) * q_scale
         k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
         decay = tl.exp(tl.load(g_ptr + t * NV + j))
@@ -72,7 +71,7 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         for jb in tl.static_range(HD // BJ):    # columns of S in blocks: each column is independent
             col = jb * BJ + e
             v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, 2 * kd + j * HD + col, stride_mt, stride_cs,
-                      stride_cr, RING, K, BJ)
+                      stride_cr, RING, K)
             S = tl.load(prev + d[:, None] * HD + col[None, :], mask=d[:, None] * 0 + col[None, :] * 0 + p > 0,
                         other=0.0) * decay
             delta = (v - tl.sum(S * k[:, None], 0)) * beta
