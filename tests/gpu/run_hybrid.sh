@@ -3,7 +3,7 @@
 # (batch-test: piped MTP, greedy and sampled), their reference tests under CUDA, and a speed figure for
 # one real dense hybrid shape (Qwen3.5-9B's, Q4_K) with and without MTP drafts. Needs 2 GPUs for the
 # split checks (run with kind nvidia-h200-x2; on one GPU: DEV2=cuda:0,cuda:0 puts both stages on it).
-# NO_BENCH=1 leaves out the 9B benchmark. The delta net's recurrence runs as one Triton kernel where
+# NO_BENCH=1 leaves out the 9B benchmark; ARCHS="qwen35 ..." picks the batch-tested architectures. The delta net's recurrence runs as one Triton kernel where
 # STRATA_GPU_GDN=1 (engine.kernels.gdn_rows; off until this has run it): the batch-tests run with it on,
 # the 9B bench with it off and on.
 set -euo pipefail
@@ -11,7 +11,7 @@ source "$(dirname "$0")/env.sh"
 check "delta net kernel test" env STRATA_GPU_GDN=1 timeout 120 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_gdn_rows.py tests/engine/test_hybrid.py
 export STRATA_GPU_GDN=1
-for a in glm4moe qwen35 qwen35moe qwen3next; do
+for a in ${ARCHS:-qwen35 qwen35moe qwen3next glm4moe}; do
   $S make-model --arch $a --shape small --mtp 1 --qtype Q4_K --out $M/$a.gguf >/dev/null
   check "batch-test $a 1 gpu spec 3" timeout 150 $S batch-test --model $M/$a.gguf --devices cuda:0 --parallel 4 \
     --max-tokens 16 --draft mtp --spec 3
