@@ -49,30 +49,71 @@ def apply_penalties(logits: torch.Tensor, p: SamplingParams, counts: Counter) ->
     return out
 
 
+_FIRST = 64       # candidates looked at first; doubled until the draw is decided
+
+
+def _head(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """At least the first k entries of `probs` in sampling order (descending, ties by index) and their
+    indices: every entry at or above the k-th largest value, so the prefix is exact."""
+    if k >= probs.shape[0]:
+        return torch.sort(probs, descending=True, stable=True)
+    t = torch.topk(probs, k, sorted=False).values.min()
+    idx = (probs >= t).nonzero().squeeze(1)
+    vals, order = torch.sort(probs[idx], descending=True, stable=True)
+    return vals, idx[order]
+
+
 def pick(logits: torch.Tensor, p: SamplingParams, counts: Counter | None, position: int) -> tuple[int, float]:
     """The target's token at `position` from one row of logits [V] (float32, CPU).
 
+    The candidates are the tokens in descending probability (ties by index), cut by top-k, top-p and
+    min-p; the draw walks their cumulative probability to the keyed uniform. Only as many candidates as
+    the cut and the draw need are sorted (a full sort of a 150K vocabulary costs milliseconds per row).
     Returns (token, its probability under the final distribution; 1.0 for greedy)."""
     logits = apply_penalties(logits, p, counts) if counts else logits
     if is_greedy(p):
         return int(torch.argmax(logits)), 1.0
     x = logits.double()
-    if p.top_k > 0 and p.top_k < x.shape[0]:
-        vals, idx = torch.topk(x, p.top_k)          # sorted descending
-    else:
-        vals, idx = torch.sort(x, descending=True, stable=True)
-    probs = torch.softmax(vals / p.temperature, dim=0)
-    keep = probs.shape[0]
-    if p.top_p < 1.0:
-        cum = torch.cumsum(probs, 0)
-        keep = min(keep, int(torch.searchsorted(cum, torch.tensor([p.top_p], dtype=cum.dtype))[0]) + 1)
-    if p.min_p > 0.0:
-        keep = min(keep, max(1, int((probs >= p.min_p * probs[0]).sum())))
-    probs = probs[:keep] / probs[:keep].sum()
     u = keyed_uniform(p.seed, position)
-    cum = torch.cumsum(probs, 0)
-    j = min(int(torch.searchsorted(cum, torch.tensor([u], dtype=cum.dtype), right=True)[0]), keep - 1)
-    return int(idx[j]), float(probs[j])
+    n_vocab = x.shape[0]
+    if 0 < p.top_k < n_vocab:
+        vals, idx = torch.topk(x, p.top_k)          # sorted descending
+        return _draw(torch.softmax(vals / p.temperature, dim=0), idx, p, u, p.top_k, None)
+    probs = torch.softmax(x / p.temperature, dim=0)
+    total = None if p.top_p < 1.0 or p.min_p > 0.0 else float(probs.sum())
+    k = _FIRST
+    while True:
+        vals, idx = _head(probs, k)
+        got = _draw(vals, idx, p, u, n_vocab, total)
+        if got is not None:
+            return got
+        k *= 2
+
+
+def _draw(vals: torch.Tensor, idx: torch.Tensor, p: SamplingParams, u: float, n_all: int,
+          total: float | None) -> tuple[int, float] | None:
+    """The draw over the first len(vals) of n_all candidates in order, or None when they do not decide it.
+    `total` is the mass of all candidates where no filter cuts them."""
+    n = vals.shape[0]
+    cum = torch.cumsum(vals, 0)
+    cuts = [n_all] if n == n_all else []
+    if p.top_p < 1.0 and float(cum[-1]) >= p.top_p:
+        cuts.append(int(torch.searchsorted(cum, torch.tensor([p.top_p], dtype=cum.dtype))[0]) + 1)
+    thr = p.min_p * float(vals[0])
+    if p.min_p > 0.0 and float(vals[-1]) < thr:
+        cuts.append(max(1, int((vals >= thr).sum())))
+    if total is not None:                 # no filter: all candidates kept, the draw needs cum past u * total
+        j = int(torch.searchsorted(cum, torch.tensor([u * total], dtype=cum.dtype), right=True)[0])
+        if j == n and n < n_all:
+            return None
+        j = min(j, n_all - 1, n - 1)
+        return int(idx[j]), float(vals[j]) / total
+    if not cuts:
+        return None
+    keep = min(cuts)
+    mass = cum[keep - 1]
+    j = min(int(torch.searchsorted(cum[:keep], (u * mass).reshape(1), right=True)[0]), keep - 1)
+    return int(idx[j]), float(vals[j] / mass)
 
 
 def pick_rows(logits: torch.Tensor, p: SamplingParams, history: list[int], positions: list[int],
