@@ -164,7 +164,7 @@ def shared_experts(lw: LayerWeights, h: torch.Tensor, out: torch.Tensor) -> torc
     if lw.gate_shexp is not None:
         shared = dense_ffn(lw.gate_shexp, lw.up_shexp, lw.down_shexp, lw.shexp_gate_up, h, False).float()
         if lw.shexp_gate is not None:           # qwen35moe: a sigmoid gate per row
-            shared = shared * torch.sigmoid(h.float() @ lw.shexp_gate)[:, None]
+            shared = shared * torch.sigmoid(lw.shexp_gate.linear(h, h.shape[0]).float())
         out = out + shared.to(out.dtype)
     return out
 

@@ -39,7 +39,7 @@ class LayerWeights:
     wo: QuantTensor | None = None
     ffn_norm: torch.Tensor | None = None
     delta_net: DeltaNetWeights | None = None
-    shexp_gate: torch.Tensor | None = None     # qwen35moe: [d], the shared expert's sigmoid gate
+    shexp_gate: QuantTensor | None = None      # qwen35moe, qwen3next: the shared expert's sigmoid gate, [1, d]
     w_gate: QuantTensor | None = None
     w_up: QuantTensor | None = None
     w_down: QuantTensor | None = None
@@ -109,7 +109,7 @@ class WeightLoader:
     def has(self, name: str) -> bool:
         return name in self.gf.tensors
 
-    def matrix(self, name: str, device, dense: bool = True) -> QuantTensor:
+    def matrix(self, name: str, device, dense: bool = True, row: bool = False) -> QuantTensor:
         """A weight matrix on `device`. On CPU (dense=True) its working form is made now, so load time
         is honest and the first window does not pay for it: in bfloat16 (the fast mode) int4 groups where
         the type allows (engine.cpu_int4), else a dequantized copy; on a GPU (dense=True) it is repacked
@@ -118,6 +118,8 @@ class WeightLoader:
             raise ModelFileError(self.gf.path, f"missing tensor {name!r}")
         try:
             qt = QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
+            if row:     # a [d] vector as a one-row matrix
+                qt = QuantTensor(qt.data, qt.qtype, (1, qt.shape[-1]), qt.compute_dtype)
             if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4():
                 self.gf.release(name)           # the file's pages of it leave resident memory
             elif dense and qt.device.type == "cpu":
@@ -157,7 +159,10 @@ class WeightLoader:
             lw.up_exps = self.matrix(p + "ffn_up_exps.weight", device)
             lw.down_exps = self.matrix(p + "ffn_down_exps.weight", device)
             lw.exp_probs_b = opt_v("exp_probs_b.bias")
-            lw.shexp_gate = opt_v("ffn_gate_inp_shexp.weight")
+            # the shared expert's gate as a one-row matrix: its product with a tile goes through the
+            # row-invariant linear (on a GPU a torch matrix-vector product's bits depend on the row count)
+            if self.has(p + "ffn_gate_inp_shexp.weight"):
+                lw.shexp_gate = self.matrix(p + "ffn_gate_inp_shexp.weight", device, row=True)
             if self.cfg.shexp_ff:
                 lw.gate_shexp = self.matrix(p + "ffn_gate_shexp.weight", device)
                 lw.up_shexp = self.matrix(p + "ffn_up_shexp.weight", device)
