@@ -210,7 +210,8 @@ def run_blocks(lws: list[LayerWeights], cfg: ModelConfig, first: int, x: torch.T
             continue
         if lw.delta_net is not None:              # ks[j] / vs[j] hold this layer's conv and state rings
             h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
-            x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, ks[j], vs[j]).float()
+            x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, ks[j], vs[j],
+                              tile.n_dev).float()
         else:
             x = attention_part(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer))
         x = ffn_part(lw, cfg, x, tile.n_dev, tile.size)

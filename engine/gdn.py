@@ -25,9 +25,9 @@ from engine.config import STATE_RING, ModelConfig
 from engine.weights import DeltaNetWeights
 
 L2_EPS = 1e-6
-# GPU stages run the recurrence as one Triton kernel (engine.kernels.gdn_rows; checked here under the
-# interpreter, not yet on a GPU: STRATA_GPU_GDN=1 turns it on until tests/gpu/run_hybrid.sh has run it)
-GPU_ROWS = os.environ.get("STRATA_GPU_GDN", "0") == "1"
+# GPU stages run the recurrence as one Triton kernel (engine.kernels.gdn_rows: no host sync, so hybrid
+# stages replay CUDA graphs); STRATA_GPU_GDN=0 keeps the torch rows (eager, one row at a time)
+GPU_ROWS = os.environ.get("STRATA_GPU_GDN", "1") != "0"
 
 
 def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,17 +94,21 @@ def rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch
 
 
 def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-              n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor) -> torch.Tensor:
-    """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros)."""
+              n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor,
+              n_dev: torch.Tensor | None = None) -> torch.Tensor:
+    """The mixer's output for a tile's normed rows h [T, d] (padding rows give zeros; n_dev: the real
+    rows' count on the device, for the GPU kernel)."""
     T = h.shape[0]
     hd, nk, nv = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads
     mixed, z, b, a = _projections(w, cfg, h)
     beta = torch.sigmoid(b)                                             # [T, nv]
     g = F.softplus(a + w.dt_bias) * w.a                                 # [T, nv], log of the decay
+    args = (mixed, g, beta, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled, L2_EPS)
     if h.is_cuda and GPU_ROWS:
-        from engine.kernels.gdn_rows import gdn_rows as run
+        from engine.kernels.gdn_rows import gdn_rows
+
+        out = gdn_rows(*args, n_dev=n_dev)
     else:
-        run = rows
-    out = run(mixed, g, beta, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled, L2_EPS)
+        out = rows(*args)
     o = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w.norm * F.silu(z)
     return w.out.linear(o.reshape(T, nv * hd).to(h.dtype), T)

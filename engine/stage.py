@@ -8,9 +8,9 @@ import torch
 
 from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
+from engine import gdn
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables, rotation_tables
-from engine.gdn import state_buffers
 from engine.weights import DeltaNetWeights, WeightLoader
 
 
@@ -33,15 +33,15 @@ class Stage:
         self.k, self.v = [], []            # a gated delta net layer keeps its conv and state rings here
         for i in range(first, end):
             kv = lambda: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
-            k, v = state_buffers(cfg, n_slots + 1, self.device) if cfg.is_recurrent(i) else (kv(), kv())
+            k, v = gdn.state_buffers(cfg, n_slots + 1, self.device) if cfg.is_recurrent(i) else (kv(), kv())
             self.k.append(k)
             self.v.append(v)
         bases = {cfg.layer_rope_base(i) for i in range(first, end)}
         self.rope = {b: rope_tables(b, cfg.rope_dim, ctx, self.device) for b in bases}
         if self.device.type == "cpu":      # the torch blocks' rotation in fewer calls (engine.layers.rotate)
             self.rope = {b: (*t, *rotation_tables(*t, cfg.rope_neox)) for b, t in self.rope.items()}
-        # the delta net's rows run one by one on the host's positions: no graph for hybrids
-        self.use_graph = self.device.type == "cuda" and not any(cfg.recurrent) \
+        # hybrids: the delta net's torch rows read positions on the host (no graph); its kernel does not
+        self.use_graph = self.device.type == "cuda" and (gdn.GPU_ROWS or not any(cfg.recurrent)) \
             and os.environ.get("STRATA_CUDA_GRAPHS", "1") != "0"
         # a CPU stage whose blocks give a tile's real rows, passed alone, the full tile's bits runs the real
         # rows only (the padding rows of a prompt's last tile cost as much as real ones in int4 matmuls)

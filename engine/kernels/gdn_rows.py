@@ -38,7 +38,7 @@ def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_
 
 @triton.jit
 def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_ring_ptr, out_ptr, slot_ptr,
-                     pos_ptr, n_real, stride_mt, stride_cs, stride_cr, stride_ss, stride_sr, stride_sh, NK, NV,
+                     pos_ptr, n_ptr, stride_mt, stride_cs, stride_cr, stride_ss, stride_sr, stride_sh, NK, NV,
                      RING, eps, q_scale, HD: tl.constexpr, K: tl.constexpr, TILED: tl.constexpr,
                      BJ: tl.constexpr):
     j = tl.program_id(0)
@@ -51,7 +51,7 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
     e = tl.arange(0, BJ)
     qc = kh * HD + d
     kc = kd + kh * HD + d
-    for t in range(n_real):
+    for t in range(tl.load(n_ptr)):
         s = tl.load(slot_ptr + t).to(tl.int64)
         p = tl.load(pos_ptr + t).to(tl.int32)
         at = s * stride_cs + (p % RING) * stride_cr
@@ -83,15 +83,18 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
 
 def gdn_rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor, slot: torch.Tensor,
              pos: torch.Tensor, n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor, nk: int, nv: int,
-             hd: int, tiled: bool, eps: float) -> torch.Tensor:
+             hd: int, tiled: bool, eps: float, n_dev: torch.Tensor | None = None) -> torch.Tensor:
     """mixed [T, channels], g / beta [T, nv] (float32); rings as engine.gdn.state_buffers -> out [T, nv, hd]
-    (rows from n_real on: zeros)."""
+    (rows from n_real on: zeros). n_dev: the count of real rows as a device scalar, read by the kernel
+    (inside a CUDA graph, where n_real is the tile's size; padding rows then cost nothing)."""
     T = mixed.shape[0]
     out = torch.zeros((T, nv, hd), dtype=torch.float32, device=mixed.device)
-    if n_real == 0:
+    if n_dev is None and n_real == 0:
         return out
+    if n_dev is None:
+        n_dev = torch.full((1,), n_real, dtype=torch.int32, device=mixed.device)
     mixed, g, beta = mixed.contiguous(), g.contiguous(), beta.contiguous()
-    _gdn_rows_kernel[(nv,)](mixed, g, beta, conv_w.contiguous(), conv_ring, state_ring, out, slot, pos, n_real,
+    _gdn_rows_kernel[(nv,)](mixed, g, beta, conv_w.contiguous(), conv_ring, state_ring, out, slot, pos, n_dev,
                             mixed.stride(0), conv_ring.stride(0), conv_ring.stride(1), state_ring.stride(0),
                             state_ring.stride(1), state_ring.stride(2), nk, nv, conv_ring.shape[1], eps,
                             hd ** -0.5, HD=hd, K=conv_w.shape[1], TILED=tiled, BJ=min(BJ, hd),

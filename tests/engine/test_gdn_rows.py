@@ -35,7 +35,12 @@ def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     args = (mixed, g, beta, conv_w, slot, pos, n_real)
     ref_conv, ref_state = conv.clone(), state.clone()
     ref = rows(*args, ref_conv, ref_state, nk, nv, hd, tiled, L2_EPS)
+    # the real rows' count as a device scalar (as inside a CUDA graph, where n_real is the tile's size)
+    twin_conv, twin_state = conv.clone(), state.clone()
+    twin = gr.gdn_rows(*args[:-1], T, twin_conv, twin_state, nk, nv, hd, tiled, L2_EPS,
+                       n_dev=torch.tensor([n_real], device=DEV))
     out = gr.gdn_rows(*args, conv, state, nk, nv, hd, tiled, L2_EPS)
+    assert torch.equal(twin, out) and torch.equal(twin_conv, conv) and torch.equal(twin_state, state)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert not out[n_real:].any()
     torch.testing.assert_close(conv, ref_conv, rtol=0, atol=0)

@@ -3,14 +3,13 @@
 # (batch-test: piped MTP, greedy and sampled), their reference tests under CUDA, and a speed figure for
 # one real dense hybrid shape (Qwen3.5-9B's, Q4_K) with and without MTP drafts. Needs 2 GPUs for the
 # split checks (run with kind nvidia-h200-x2; on one GPU: DEV2=cuda:0,cuda:0 puts both stages on it).
-# NO_BENCH=1 leaves out the 9B benchmark; ARCHS="qwen35 ..." picks the batch-tested architectures. The delta net's recurrence runs as one Triton kernel where
-# STRATA_GPU_GDN=1 (engine.kernels.gdn_rows; off until this has run it): the batch-tests run with it on,
-# the 9B bench with it off and on.
+# NO_BENCH=1 leaves out the benchmarks; ARCHS="qwen35 ..." picks the batch-tested architectures. The delta
+# net's recurrence runs as one Triton kernel (engine.kernels.gdn_rows; hybrid stages then replay CUDA
+# graphs); the 9B bench also runs with STRATA_GPU_GDN=0 (torch rows, eager), then the qwen3.5-35b-a3b shape.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
-check "delta net kernel test" env STRATA_GPU_GDN=1 timeout 120 python3 -m pytest -q -p no:cacheprovider \
+check "delta net kernel test" timeout 120 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_gdn_rows.py tests/engine/test_hybrid.py
-export STRATA_GPU_GDN=1
 for a in ${ARCHS:-qwen35 qwen35moe qwen3next glm4moe}; do
   $S make-model --arch $a --shape small --mtp 1 --qtype Q4_K --out $M/$a.gguf >/dev/null
   check "batch-test $a 1 gpu spec 3" timeout 150 $S batch-test --model $M/$a.gguf --devices cuda:0 --parallel 4 \
@@ -24,4 +23,8 @@ B="$S bench --model $M/q35-9b.gguf --devices cuda:0 --max-tokens 64 --ctx 1024 -
 check "bench qwen3.5-9b shape, no drafts, torch recurrence" env STRATA_GPU_GDN=0 timeout 300 $B
 check "bench qwen3.5-9b shape, no drafts" timeout 300 $B
 check "bench qwen3.5-9b shape, MTP spec 3" timeout 300 $B --draft mtp --spec 3
+$S make-model --arch qwen35moe --shape qwen3.5-35b-a3b --mtp 1 --qtype Q4_K --out $M/q35-35b.gguf >/dev/null
+B="$S bench --model $M/q35-35b.gguf --devices cuda:0 --max-tokens 64 --ctx 1024 --streams 1,4 --parallel 4"
+check "bench qwen3.5-35b-a3b shape, no drafts" timeout 300 $B
+check "bench qwen3.5-35b-a3b shape, MTP spec 3" timeout 300 $B --draft mtp --spec 3
 summary
