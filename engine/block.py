@@ -28,11 +28,18 @@ class Tile:
     size: int = 0             # the tile's rows where only its real rows are passed (Stage.row_count_free)
 
 
+def matmul_input(x: torch.Tensor, norm: torch.Tensor, cfg: ModelConfig, m: QuantTensor) -> torch.Tensor:
+    """The RMSNorm of the residual x that the block's matmuls (m and its kind) read: on a GPU in their
+    compute dtype, as the fused blocks give it (bfloat16 prompt rows run on the tensor cores; float32
+    ones take the kernels' IEEE path, 60x slower on a qwen3.5-35b-a3b prompt tile's experts)."""
+    return rms_norm(x, norm, cfg.norm_eps, m.compute_dtype)
+
+
 def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tensor, tile: Tile,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
     T = x.shape[0]
     rows = tile.size or T                         # the tile's row count: the matmuls' tiles
-    h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
+    h = matmul_input(x, lw.attn_norm, cfg, lw.wq)
     if isinstance(lw.qkv, Int4Stack):             # CPU fast mode: one call for q|k|v
         q, k, v = lw.qkv.split_linear(h, rows, lw.wq.compute_dtype)
     else:
@@ -172,7 +179,7 @@ def shared_experts(lw: LayerWeights, h: torch.Tensor, out: torch.Tensor) -> torc
 def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.Tensor | None = None,
              rows: int = 0) -> torch.Tensor:
     """rows: the tile's row count where x holds only its real rows (Tile.size)."""
-    h = rms_norm(x, lw.ffn_norm, cfg.norm_eps)
+    h = matmul_input(x, lw.ffn_norm, cfg, lw.w_gate if lw.router is None else lw.router)
     if lw.router is not None:
         f = moe(lw, cfg, h, n_dev)
     else:
@@ -209,7 +216,7 @@ def run_blocks(lws: list[LayerWeights], cfg: ModelConfig, first: int, x: torch.T
             x, normed = fast.run_block_cuda(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer), normed, nxt)
             continue
         if lw.delta_net is not None:              # ks[j] / vs[j] hold this layer's conv and state rings
-            h = rms_norm(x, lw.attn_norm, cfg.norm_eps)
+            h = matmul_input(x, lw.attn_norm, cfg, lw.delta_net.out)
             x = x + delta_net(lw.delta_net, cfg, h, tile.slot, tile.pos, tile.n_real, ks[j], vs[j],
                               tile.n_dev).float()
         else:

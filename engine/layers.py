@@ -16,12 +16,13 @@ import torch.nn.functional as F
 KEY_BLOCK = 64
 
 
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm computed in float32 (the residual stream is float32 on every device)."""
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, gpu_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """RMSNorm computed in float32 (the residual stream is float32 on every device); on a GPU the result
+    may be rounded to gpu_dtype in the same kernel (a CPU stage's matmuls take float32 inputs)."""
     if x.is_cuda:
         from engine.kernels.fused import rms_norm as fused_rms_norm
 
-        return fused_rms_norm(x, w, eps)
+        return fused_rms_norm(x, w, eps, gpu_dtype)
     return F.rms_norm(x.float(), (x.shape[-1],), w, eps)     # x * rsqrt(mean(x^2) + eps) * w, in one call
 
 
