@@ -3,7 +3,8 @@
     strata mtp-train --model default --out smollm2-mtp.gguf [--steps 300] [--tokens 20000] [--device cpu]
 
 1. The model writes its training text: it continues the bundled prompts (app/mtp_prompts.py: chat,
-   code, prose), sampled, until --tokens tokens (kept in OUT.data.pt).
+   code, prose), sampled, until --tokens tokens (kept in OUT.data.pt as it is written: a run stopped
+   part way continues the text where it was).
 2. One trunk pass per sequence gives its hidden states and its distribution of every next token.
 3. The layer (engine/mtp_train.py) learns those distributions, for its first proposal and for the next
    one it chains on its own output; a progress bar shows the loss and the share of rows whose greedy pick
@@ -32,6 +33,7 @@ from engine.errors import ConfigError
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
 HELD_OUT = 0.1
+SAVE_EVERY = 8          # rounds of model text between saves of what is written so far
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,15 +52,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "gives the model this layer when drafts are on)")
 
 
-def model_text(model: str, device: str, tokens: int, seq_tokens: int) -> list[list[int]]:
-    """Token ids of prompt + continuation, sampled, until `tokens` continuation tokens."""
+def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path) -> list[list[int]]:
+    """Token ids of prompt + continuation, sampled, until `tokens` continuation tokens. Kept in `data`
+    as they come (every SAVE_EVERY rounds): a run stopped part way continues where it was."""
     prompts = training_requests()
-    seqs: list[list[int]] = []
+    done = torch.load(data, weights_only=True) if data.exists() else {}
+    seqs: list[list[int]] = done.get("sequences", [])
+    i, written = done.get("next", len(seqs)), done.get("written", 0)
+    if done and done.get("complete", True):
+        print(f"mtp-train: {len(seqs)} sequences from {data}", file=sys.stderr)
+        return seqs
+
+    def save(complete: bool) -> None:
+        torch.save({"sequences": seqs, "next": i, "written": written, "complete": complete}, data)
     n_streams = 4 if device == "cpu" else 16   # a GPU writes 16 streams at little more than the cost of one
     with local_client(EngineConfig(model=model, devices=device, parallel=n_streams, ctx=2048)) as eng:
         tok = eng.transport.core.model.tokenizer
-        bar = tqdm(total=tokens, desc="model text", unit="tok", file=sys.stderr)
-        i = written = 0
+        bar = tqdm(total=tokens, initial=min(written, tokens), desc="model text", unit="tok", file=sys.stderr)
+        rounds = 0
         while written < tokens:
             batch = []
             for j in range(n_streams):
@@ -72,7 +83,11 @@ def model_text(model: str, device: str, tokens: int, seq_tokens: int) -> list[li
                 written += len(out[r.request_id].tokens)
                 bar.update(len(out[r.request_id].tokens))
             i += n_streams
+            rounds += 1
+            if rounds % SAVE_EVERY == 0:
+                save(False)
         bar.close()
+    save(True)
     return seqs
 
 
@@ -90,12 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if model.cfg.n_mtp:
             raise ConfigError(f"{Path(model.gf.path).name} already has {model.cfg.n_mtp} MTP layer(s)")
         layer = mtp_trainer.new_layer(model).to(args.device)
-        if data.exists():
-            seqs = torch.load(data, weights_only=True)["sequences"]
-            print(f"mtp-train: {len(seqs)} sequences from {data}", file=sys.stderr)
-        else:
-            seqs = model_text(args.model, args.device, args.tokens, args.seq_tokens)
-            torch.save({"sequences": seqs}, data)
+        seqs = model_text(args.model, args.device, args.tokens, args.seq_tokens, data)
         random.Random(0).shuffle(seqs)
         n_held = max(1, int(len(seqs) * HELD_OUT))
         bar = tqdm(total=len(seqs), desc="trunk pass", unit="seq", file=sys.stderr)

@@ -120,3 +120,21 @@ def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
         assert m.drafter is None and any("not used" in n for n in m.effective.fallbacks)
     finally:
         m.pipeline.close()
+
+
+def test_model_text_stopped_part_way_continues_where_it_was(tmp_path):
+    """The text is saved as it is written; a run that stopped part way goes on from the saved rounds and
+    ends with the text one uninterrupted run writes (each sequence's draws are keyed by its own seed)."""
+    from app.cmd_mtp_train import model_text
+    from engine.synthetic import make_model
+
+    src = str(make_model("llama", "tiny", tmp_path / "m.gguf"))
+    whole = model_text(src, "cpu", 60, 10, tmp_path / "whole.pt")
+    part = tmp_path / "part.pt"
+    first = model_text(src, "cpu", 20, 10, part)
+    state = torch.load(part, weights_only=True)
+    assert state["complete"] and state["written"] >= 20 and len(first) < len(whole)
+    state["complete"] = False                      # as if stopped after these rounds
+    torch.save(state, part)
+    assert model_text(src, "cpu", 60, 10, part) == whole
+    assert model_text(src, "cpu", 60, 10, part) == whole      # complete now: read back, nothing written

@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
 # Issue 17 on the GPU: train the default model's MTP layer there (more model text than this 2-core
 # machine can write) and measure its acceptance. Prepare here with tests/gpu/prepare_default_model.sh,
-# then two calls on one warm machine:
-#   bash tests/gpu/run_mtp_train.sh a     carry [".mdl/a"]              (keeps the first half in /tmp/mdl)
-#   bash tests/gpu/run_mtp_train.sh b     carry [".mdl/b", ".mdl/b.sha256", ".wheels"]   (joins, trains, measures)
-# TOKENS / STEPS / SEQ (env) size the run. The layer comes back in $OUT (copy it to engine/mtp/), with
-# the held-out figures and strata bench's acceptance by position, solo and 4 streams, code/prose/edit.
+# then calls on one warm machine (it keeps /tmp/mdl between calls; go on at once, it leaves after 30 s idle):
+#   bash tests/gpu/run_mtp_train.sh a     carry [".mdl/a"]                              (the first half)
+#   bash tests/gpu/run_mtp_train.sh b     carry [".mdl/b", ".mdl/b.sha256", ".wheels"]  (joins, writes, trains)
+#   bash tests/gpu/run_mtp_train.sh c     carry [".wheels"]                             (measures)
+# b saves the model text as it goes and the layer every 50 steps: if a call runs out of time, call b
+# again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ (env) size the run.
+# The layer comes back in $OUT (copy it to engine/mtp/); c prints strata bench's acceptance by position,
+# solo and 4 streams, for code / prose / edit prompts, and a sampled batch-test with the layer.
 set -euo pipefail
 D=/tmp/mdl; mkdir -p $D
+NAME=SmolLM2-135M-Instruct.Q4_1
 if [ "${1:-}" = a ]; then cp .mdl/a $D/a; ls -la $D; exit 0; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-NAME=SmolLM2-135M-Instruct.Q4_1
-cat $D/a .mdl/b > $D/$NAME.gguf
-[ "$(sha256sum $D/$NAME.gguf | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { echo "FAIL: halves do not join"; exit 1; }
 S="python3 -m app.cli"
-nvidia-smi --query-gpu=name --format=csv,noheader
-time $S mtp-train --model $D/$NAME.gguf --out $D/$NAME.mtp.gguf --sidecar --device cuda:0 \
-  --tokens "${TOKENS:-300000}" --seq-tokens "${SEQ:-256}" --steps "${STEPS:-6000}" --batch 8 --lr 5e-4 2>&1 \
-  | tr '\r' '\n' | grep -v "it/s\]$\|step/s\|seq/s\]\|tok/s\]" | tail -20
-cp $D/$NAME.mtp.gguf "$OUT/"
+if [ "${1:-}" = b ]; then
+  if [ ! -f $D/$NAME.gguf ]; then
+    cat $D/a .mdl/b > $D/$NAME.gguf
+    [ "$(sha256sum $D/$NAME.gguf | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $D/$NAME.gguf; echo "FAIL: halves do not join"; exit 1; }
+  fi
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  time $S mtp-train --model $D/$NAME.gguf --out $D/$NAME.mtp.gguf --sidecar --device cuda:0 \
+    --tokens "${TOKENS:-300000}" --seq-tokens "${SEQ:-256}" --steps "${STEPS:-4000}" --batch 8 --lr 5e-4 2>&1 \
+    | tr '\r' '\n' > "$OUT/train.log"
+  grep -v "it/s\]$\|step/s\|seq/s\]\|tok/s\]" "$OUT/train.log" | tail -20
+  cp $D/$NAME.mtp.gguf "$OUT/"
+  exit 0
+fi
+[ "${1:-}" = c ] || { echo "usage: run_mtp_train.sh a|b|c"; exit 2; }
 for kind in code prose edit; do
   $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec 4 --prompt-kind $kind \
     --max-tokens 128 --ctx 2048 2>&1 | grep -v "^#.*memory"
