@@ -6,6 +6,7 @@
 # NO_BENCH=1 leaves out the benchmarks; ARCHS="qwen35 ..." picks the batch-tested architectures. The delta
 # net's recurrence runs as one Triton kernel (engine.kernels.gdn_rows; hybrid stages then replay CUDA
 # graphs); the 9B bench also runs with STRATA_GPU_GDN=0 (torch rows, eager), then the qwen3.5-35b-a3b shape.
+# PROFILE=1 then profiles a 9B decode row and a 35B prompt tile (tests/gpu/profile_stage.py).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 check "delta net kernel test" timeout 120 python3 -m pytest -q -p no:cacheprovider \
@@ -27,4 +28,8 @@ $S make-model --arch qwen35moe --shape qwen3.5-35b-a3b --mtp 1 --qtype Q4_K --ou
 B="$S bench --model $M/q35-35b.gguf --devices cuda:0 --max-tokens 64 --ctx 1024 --streams 1,4 --parallel 4"
 check "bench qwen3.5-35b-a3b shape, no drafts" timeout 300 $B
 check "bench qwen3.5-35b-a3b shape, MTP spec 3" timeout 300 $B --draft mtp --spec 3
+if [ -n "${PROFILE:-}" ]; then     # where a decode row and a prompt tile spend their time
+  check "profile qwen3.5-9b decode row" timeout 120 python3 tests/gpu/profile_stage.py $M/q35-9b.gguf 1
+  check "profile qwen3.5-35b-a3b prompt tile" timeout 150 python3 tests/gpu/profile_stage.py $M/q35-35b.gguf prompt
+fi
 summary
