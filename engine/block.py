@@ -31,7 +31,8 @@ class Tile:
 def matmul_input(x: torch.Tensor, norm: torch.Tensor, cfg: ModelConfig, m: QuantTensor) -> torch.Tensor:
     """The RMSNorm of the residual x that the block's matmuls (m and its kind) read: on a GPU in their
     compute dtype, as the fused blocks give it (bfloat16 prompt rows run on the tensor cores; float32
-    ones take the kernels' IEEE path, 60x slower on a qwen3.5-35b-a3b prompt tile's experts)."""
+    ones take the kernels' IEEE path: on an H200 the grouped expert kernel took 1.95 s of a 2.12 s
+    qwen3.5-35b-a3b prompt tile so)."""
     return rms_norm(x, norm, cfg.norm_eps, m.compute_dtype)
 
 

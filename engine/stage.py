@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import torch
 
+from engine import gdn
 from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
-from engine import gdn
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.weights import DeltaNetWeights, WeightLoader
