@@ -54,60 +54,79 @@ _FIRST = 64       # candidates looked at first; doubled until the draw is decide
 
 def _head(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """At least the first k entries of `probs` in sampling order (descending, ties by index) and their
-    indices: every entry at or above the k-th largest value, so the prefix is exact."""
+    indices: the k largest where the (k+1)-th is smaller, else every entry at or above the k-th."""
     if k >= probs.shape[0]:
         return torch.sort(probs, descending=True, stable=True)
-    t = torch.topk(probs, k, sorted=False).values.min()
-    idx = (probs >= t).nonzero().squeeze(1)
-    vals, order = torch.sort(probs[idx], descending=True, stable=True)
-    return vals, idx[order]
+    v, i = torch.topk(probs, k + 1)
+    if v[k] < v[k - 1]:
+        i, by_index = torch.sort(i[:k])
+        v = v[:k][by_index]
+    else:
+        i = (probs >= v[k - 1]).nonzero().squeeze(1)
+        v = probs[i]
+    vals, order = torch.sort(v, descending=True, stable=True)
+    return vals, i[order]
+
+
+def _usable(z: torch.Tensor) -> torch.Tensor:
+    """Scaled logits a draw can use: where some are +inf (an extreme penalty or temperature) they share
+    the mass; NaN counts as -inf; where all are -inf, every token alike."""
+    if bool(torch.isfinite(z).all()):
+        return z
+    top = torch.isposinf(z)
+    if bool(top.any()):
+        return torch.where(top, 0.0, float("-inf")).to(z.dtype)
+    z = torch.nan_to_num(z, nan=float("-inf"), neginf=float("-inf"))
+    return torch.zeros_like(z) if bool(torch.isneginf(z).all()) else z
 
 
 def pick(logits: torch.Tensor, p: SamplingParams, counts: Counter | None, position: int) -> tuple[int, float]:
     """The target's token at `position` from one row of logits [V] (float32, CPU).
 
-    The candidates are the tokens in descending probability (ties by index), cut by top-k, top-p and
-    min-p; the draw walks their cumulative probability to the keyed uniform. Only as many candidates as
-    the cut and the draw need are sorted (a full sort of a 150K vocabulary costs milliseconds per row).
+    The candidates are the tokens in descending probability (softmax of logits / temperature in float32;
+    ties by index), cut by top-k, top-p and min-p; the draw walks their cumulative probability (float64)
+    to the keyed uniform. Only as many candidates as the cut and the draw need are sorted: a full sort of
+    a 150K vocabulary costs milliseconds per row. Each step works on this row alone, in one thread, so
+    the token depends on the row's logits only.
     Returns (token, its probability under the final distribution; 1.0 for greedy)."""
     logits = apply_penalties(logits, p, counts) if counts else logits
     if is_greedy(p):
         return int(torch.argmax(logits)), 1.0
-    x = logits.double()
+    x = logits.float()
+    inv_t = 1.0 / p.temperature
     u = keyed_uniform(p.seed, position)
     n_vocab = x.shape[0]
     if 0 < p.top_k < n_vocab:
         vals, idx = torch.topk(x, p.top_k)          # sorted descending
-        return _draw(torch.softmax(vals / p.temperature, dim=0), idx, p, u, p.top_k, None)
-    probs = torch.softmax(x / p.temperature, dim=0)
-    total = None if p.top_p < 1.0 or p.min_p > 0.0 else float(probs.sum())
+        return _draw(torch.softmax(_usable(vals.double() * inv_t), dim=0), idx, p, u, p.top_k, False)
+    probs = torch.softmax(_usable(x * inv_t), dim=0)
     k = _FIRST
     while True:
         vals, idx = _head(probs, k)
-        got = _draw(vals, idx, p, u, n_vocab, total)
+        got = _draw(vals.double(), idx, p, u, n_vocab, p.top_p == 1.0 and p.min_p == 0.0)
         if got is not None:
             return got
         k *= 2
 
 
 def _draw(vals: torch.Tensor, idx: torch.Tensor, p: SamplingParams, u: float, n_all: int,
-          total: float | None) -> tuple[int, float] | None:
+          whole: bool) -> tuple[int, float] | None:
     """The draw over the first len(vals) of n_all candidates in order, or None when they do not decide it.
-    `total` is the mass of all candidates where no filter cuts them."""
+    whole: no filter cuts the candidates, so the kept mass is all of it, 1 (no sum over the vocabulary)."""
     n = vals.shape[0]
     cum = torch.cumsum(vals, 0)
+    if whole:                             # the draw needs the cumulative mass past u
+        j = int(torch.searchsorted(cum, torch.tensor([u], dtype=cum.dtype), right=True)[0])
+        if j == n and n < n_all:
+            return None
+        j = min(j, n - 1)
+        return int(idx[j]), float(vals[j])
     cuts = [n_all] if n == n_all else []
     if p.top_p < 1.0 and float(cum[-1]) >= p.top_p:
         cuts.append(int(torch.searchsorted(cum, torch.tensor([p.top_p], dtype=cum.dtype))[0]) + 1)
     thr = p.min_p * float(vals[0])
     if p.min_p > 0.0 and float(vals[-1]) < thr:
         cuts.append(max(1, int((vals >= thr).sum())))
-    if total is not None:                 # no filter: all candidates kept, the draw needs cum past u * total
-        j = int(torch.searchsorted(cum, torch.tensor([u * total], dtype=cum.dtype), right=True)[0])
-        if j == n and n < n_all:
-            return None
-        j = min(j, n_all - 1, n - 1)
-        return int(idx[j]), float(vals[j]) / total
     if not cuts:
         return None
     keep = min(cuts)

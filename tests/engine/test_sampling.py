@@ -64,15 +64,15 @@ def test_rows_of_a_window_see_the_proposals_before_them():
 
 def full_sort_pick(logits: torch.Tensor, p: SamplingParams, position: int) -> int:
     """The sampling order written plainly: every token sorted, then the cuts, then the draw."""
-    probs = torch.softmax(logits.double() / p.temperature, dim=0)
+    probs = torch.softmax(logits.float() * (1.0 / p.temperature), dim=0)
     vals, idx = torch.sort(probs, descending=True, stable=True)
-    cum = torch.cumsum(vals, 0)
+    cum = torch.cumsum(vals.double(), 0)
     keep = len(vals)
     if p.top_p < 1.0:
         keep = min(keep, int((cum < p.top_p).sum()) + 1)
     if p.min_p > 0.0:
-        keep = min(keep, max(1, int((vals >= p.min_p * vals[0]).sum())))
-    mass = float(probs.sum()) if p.top_p == 1.0 and p.min_p == 0.0 else float(cum[keep - 1])
+        keep = min(keep, max(1, int((vals.double() >= p.min_p * float(vals[0])).sum())))
+    mass = 1.0 if p.top_p == 1.0 and p.min_p == 0.0 else float(cum[keep - 1])
     u = keyed_uniform(p.seed, position)
     return int(idx[min(int((cum[:keep] <= u * mass).sum()), keep - 1)])
 
@@ -83,6 +83,7 @@ def test_partial_sort_draws_what_a_full_sort_draws():
     g = torch.Generator().manual_seed(0)
     rows = [torch.randn(5000, generator=g) * s for s in (0.5, 2.0, 8.0)]
     rows.append(torch.randint(0, 4, (3000,), generator=g).float())          # many exact ties
+    rows.append(torch.round(torch.randn(4000, generator=g) * 8) / 2)        # some ties among the first
     rows.append(torch.zeros(300))                                           # all tied
     params = [SamplingParams(temperature=t, top_p=tp, min_p=mp, seed=s)
               for t, tp, mp, s in [(1.0, 1.0, 0.0, 1), (0.8, 0.95, 0.0, 2), (1.3, 0.5, 0.0, 3),
@@ -95,3 +96,17 @@ def test_partial_sort_draws_what_a_full_sort_draws():
                 assert got == full_sort_pick(lg, sp, position), (sp, position)
                 drawn.add(got)
     assert len(drawn) > 100
+
+
+def test_draws_from_logits_with_infinities_and_nans():
+    """An extreme penalty or temperature can make logits infinite: +inf tokens share the mass, NaN counts
+    as -inf, and all -inf leaves every token alike (no error, no NaN probabilities)."""
+    inf, nan = float("inf"), float("nan")
+    for sp in (SamplingParams(temperature=1.0, seed=2), SamplingParams(temperature=1.0, top_p=0.5, seed=2),
+               SamplingParams(temperature=1.0, top_k=3, seed=2), SamplingParams(temperature=1.0, min_p=0.2, seed=2)):
+        both = {pick(torch.tensor([1.0, inf, 0.5, inf, -inf]), sp, None, p)[0] for p in range(200)}
+        assert both <= {1, 3}
+        assert {pick(torch.tensor([nan, 2.0, nan, 1.0]), sp, None, p)[0] for p in range(200)} <= {1, 3}
+        assert {pick(torch.full((4,), -inf), sp, None, p)[0] for p in range(200)} <= {0, 1, 2, 3}
+    assert len({pick(torch.tensor([1.0, inf, 0.5, inf]), SamplingParams(temperature=1.0, seed=2), None, p)[0]
+                for p in range(200)}) == 2
