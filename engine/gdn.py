@@ -31,9 +31,12 @@ GPU_ROWS = os.environ.get("STRATA_GPU_GDN", "1") != "0"
 
 
 def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(conv ring [slots, STATE_RING, conv channels], state ring [slots, STATE_RING, v heads, hd, hd]), zeros."""
+    """(conv ring [slots, STATE_RING, conv channels + 2 x value heads x head size], state ring
+    [slots, STATE_RING, v heads, hd, hd]), zeros. The conv ring's last channels are the GPU kernel's own
+    copies of each value head's q and k inputs (engine.kernels.gdn_rows: a program reads back only what
+    it wrote itself); the torch rows use the first ssm_conv_dim."""
     hd = cfg.ssm_head_dim
-    conv = torch.zeros((n_slots, STATE_RING, cfg.ssm_conv_dim), dtype=torch.float32, device=device)
+    conv = torch.zeros((n_slots, STATE_RING, cfg.ssm_ring_channels), dtype=torch.float32, device=device)
     state = torch.zeros((n_slots, STATE_RING, cfg.ssm_v_heads, hd, hd), dtype=torch.float32, device=device)
     return conv, state
 
@@ -70,14 +73,14 @@ def rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch
          hd: int, tiled: bool, eps: float = L2_EPS) -> torch.Tensor:
     """The recurrence row by row (torch; engine.kernels.gdn_rows on a GPU): conv inputs mixed [T, channels],
     log decays g and betas [T, nv] -> out [T, nv, hd] (rows from n_real on: zeros); writes the rings."""
-    T, K, kd = mixed.shape[0], conv_w.shape[1], nk * hd
+    T, K, kd, C = mixed.shape[0], conv_w.shape[1], nk * hd, mixed.shape[1]
     out = torch.zeros((T, nv, hd), dtype=torch.float32, device=mixed.device)
     slots, poss = slot.tolist(), pos.tolist()
     for t in range(n_real):
         s, p = slots[t], poss[t]
-        conv_ring[s, p % STATE_RING] = mixed[t]
+        conv_ring[s, p % STATE_RING, :C] = mixed[t]
         back = torch.tensor([(p - K + 1 + i) % STATE_RING for i in range(K)], device=mixed.device)
-        window = conv_ring[s, back]                                     # [K, channels], oldest first
+        window = conv_ring[s, back, :C]                                 # [K, channels], oldest first
         if p < K - 1:                                                   # positions before 0 read zeros
             window = torch.cat((torch.zeros_like(window[: K - 1 - p]), window[K - 1 - p:]))
         c = F.silu((window.t() * conv_w).sum(-1))                       # [channels]

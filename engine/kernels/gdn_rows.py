@@ -8,10 +8,14 @@ is the ring's at p-1 (zeros at p = 0), decays by exp(g), takes the delta rule's 
 the ring at p; the output is q's product with the new S.
 
 Why one program per value head: heads are independent, while a slot's rows depend on each other in
-order; a program runs its rows one after another and reads back only what it wrote itself (its v
-channels and state), or channels every program of its key head writes with the same values (q and k),
-after a barrier. No host synchronisation: slots and positions are read on the device. A row's result
-depends on its slot's ring and its own inputs only, computed in the same order whatever the tile holds.
+order; a program runs its rows one after another and reads back only what it wrote itself, after a
+barrier: its v channels, its state, and its own copy of its key head's q and k inputs (the ring's last
+channels; engine.gdn.state_buffers). Reading q and k from the channels that every program of the key
+head writes would race on a tile with more than STATE_RING - K rows of one slot (a prompt): a program
+that ran that far ahead overwrites the ring row a slower one has yet to read. (The kernel also writes
+those shared channels, as the torch form does, and never reads them.) No host synchronisation: slots,
+positions and the real rows' count are read on the device. A row's result depends on its slot's ring
+and its own inputs only, computed in the same order whatever the tile holds.
 Importing this module imports triton.
 """
 from __future__ import annotations
@@ -25,12 +29,13 @@ BJ = 32                         # state columns per step (a [head size, BJ] bloc
 
 
 @triton.jit
-def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, stride_mt, stride_rs, stride_rr, RING, K: tl.constexpr):
-    """SiLU of the causal conv of channels ch at row t (the ring's earlier positions, this row's input)."""
+def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, rch, stride_mt, stride_rs, stride_rr, RING, K: tl.constexpr):
+    """SiLU of the causal conv of channels ch at row t (the ring's earlier positions, at ring channels rch;
+    this row's input)."""
     acc = tl.load(mixed_ptr + t * stride_mt + ch) * tl.load(w_ptr + ch * K + (K - 1))
     for i in tl.static_range(K - 1):
         q = p - (K - 1) + i
-        back = tl.load(ring_ptr + s * stride_rs + ((q + RING) % RING) * stride_rr + ch, mask=ch * 0 + q >= 0,
+        back = tl.load(ring_ptr + s * stride_rs + ((q + RING) % RING) * stride_rr + rch, mask=ch * 0 + q >= 0,
                        other=0.0)
         acc += back * tl.load(w_ptr + ch * K + i)
     return acc / (1.0 + tl.exp(-acc))
@@ -51,17 +56,24 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
     e = tl.arange(0, BJ)
     qc = kh * HD + d
     kc = kd + kh * HD + d
+    own_q = 2 * kd + NV * HD + j * 2 * HD + d         # this program's copies of q's and k's inputs
+    own_k = own_q + HD
     for t in range(tl.load(n_ptr)):
         s = tl.load(slot_ptr + t).to(tl.int64)
         p = tl.load(pos_ptr + t).to(tl.int32)
         at = s * stride_cs + (p % RING) * stride_cr
-        # this row's conv inputs into the ring (q and k: the same values from each value head of kh)
-        tl.store(conv_ring_ptr + at + qc, tl.load(mixed_ptr + t * stride_mt + qc))
-        tl.store(conv_ring_ptr + at + kc, tl.load(mixed_ptr + t * stride_mt + kc))
+        # this row's conv inputs into the ring: q and k into the shared channels (the same values from each
+        # value head of kh; never read here) and into this program's own, v into its channels
+        xq = tl.load(mixed_ptr + t * stride_mt + qc)
+        xk = tl.load(mixed_ptr + t * stride_mt + kc)
+        tl.store(conv_ring_ptr + at + qc, xq)
+        tl.store(conv_ring_ptr + at + kc, xk)
+        tl.store(conv_ring_ptr + at + own_q, xq)
+        tl.store(conv_ring_ptr + at + own_k, xk)
         vc = 2 * kd + j * HD + d
         tl.store(conv_ring_ptr + at + vc, tl.load(mixed_ptr + t * stride_mt + vc))
-        cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, stride_mt, stride_cs, stride_cr, RING, K)
-        ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, stride_mt, stride_cs, stride_cr, RING, K)
+        cq = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, qc, own_q, stride_mt, stride_cs, stride_cr, RING, K)
+        ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, own_k, stride_mt, stride_cs, stride_cr, RING, K)
         q = cq * tl.rsqrt(tl.sum(cq * cq, 0) + eps) * q_scale
         k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
         decay = tl.exp(tl.load(g_ptr + t * NV + j))
@@ -70,8 +82,8 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         here = state_ring_ptr + s * stride_ss + (p % RING) * stride_sr + j * stride_sh
         for jb in tl.static_range(HD // BJ):    # columns of S in blocks: each column is independent
             col = jb * BJ + e
-            v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, 2 * kd + j * HD + col, stride_mt, stride_cs,
-                      stride_cr, RING, K)
+            v = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, 2 * kd + j * HD + col, 2 * kd + j * HD + col,
+                      stride_mt, stride_cs, stride_cr, RING, K)
             S = tl.load(prev + d[:, None] * HD + col[None, :], mask=d[:, None] * 0 + col[None, :] * 0 + p > 0,
                         other=0.0) * decay
             delta = (v - tl.sum(S * k[:, None], 0)) * beta

@@ -17,14 +17,30 @@ def gr():
     return kernel_module("gdn_rows")
 
 
+def own_copies(conv: torch.Tensor, nk: int, nv: int, hd: int, tiled: bool) -> torch.Tensor:
+    """The ring's last channels as the kernel keeps them: each value head's copy of its key head's q and k
+    inputs, from the shared channels (as a previous window's kernel would have written them)."""
+    kd = nk * hd
+    q, k = conv[..., :kd].unflatten(-1, (nk, hd)), conv[..., kd:2 * kd].unflatten(-1, (nk, hd))
+    r = nv // nk
+    per = (lambda x: x.repeat(*[1] * (x.dim() - 2), r, 1)) if tiled else (lambda x: x.repeat_interleave(r, -2))
+    return torch.cat((per(q), per(k)), -1).flatten(-2)            # [..., nv * 2 hd]: head j's q then k
+
+
+def rings(gen, nk, nv, hd, slots, tiled):
+    channels = 2 * nk * hd + nv * hd
+    conv = torch.randn(slots, STATE_RING, channels, generator=gen)
+    conv = torch.cat((conv, own_copies(conv, nk, nv, hd, tiled)), -1).to(DEV)
+    state = (torch.randn(slots, STATE_RING, nv, hd, hd, generator=gen) * 0.1).to(DEV)
+    return channels, conv, state
+
+
 @pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "grouped"])
 def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     nk, nv, hd, K, slots = 2, 4, 64, 4, 3                # 64: the kernel walks S in two column blocks
     gen = torch.Generator().manual_seed(7 + tiled)
-    channels = 2 * nk * hd + nv * hd
+    channels, conv, state = rings(gen, nk, nv, hd, slots, tiled)
     conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
-    conv = (torch.randn(slots, STATE_RING, channels, generator=gen)).to(DEV)
-    state = (torch.randn(slots, STATE_RING, nv, hd, hd, generator=gen) * 0.1).to(DEV)
     # slot 1 continues at 9..11 from an earlier window; slot 0 starts a prompt at 0..2; then padding
     slot = torch.tensor([1, 0, 1, 0, 1, 0, 2, 2], device=DEV)
     pos = torch.tensor([9, 0, 10, 1, 11, 2, 0, 0], device=DEV)
@@ -43,6 +59,29 @@ def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     assert torch.equal(twin, out) and torch.equal(twin_conv, conv) and torch.equal(twin_state, state)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert not out[n_real:].any()
-    torch.testing.assert_close(conv, ref_conv, rtol=0, atol=0)
+    torch.testing.assert_close(conv[..., :channels], ref_conv[..., :channels], rtol=0, atol=0)
+    assert torch.equal(conv[..., channels:], own_copies(conv, nk, nv, hd, tiled))
     torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
     assert not torch.equal(state[1, 11 % STATE_RING], ref_state[1, 8 % STATE_RING])      # it did write
+
+
+def test_a_prompt_longer_than_the_ring(gr):
+    """A tile with more rows of one slot than the ring holds (a prompt tile): each row still reads its
+    slot's conv inputs at p-3..p-1. The interpreter runs the programs one after another, the worst case
+    of programs drifting apart on a GPU: a program that read q and k from channels its key head's other
+    programs write would find them overwritten by the rows those programs ran STATE_RING rows later."""
+    nk, nv, hd, K, T = 1, 2, 32, 4, STATE_RING + 12
+    gen = torch.Generator().manual_seed(3)
+    channels, conv, state = rings(gen, nk, nv, hd, 1, True)
+    conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
+    slot = torch.zeros(T, dtype=torch.long, device=DEV)
+    pos = torch.arange(20, 20 + T, device=DEV)                   # continues a slot from an earlier window
+    mixed = torch.randn(T, channels, generator=gen).to(DEV)
+    g = -torch.rand(T, nv, generator=gen).to(DEV)
+    beta = torch.rand(T, nv, generator=gen).to(DEV)
+    args = (mixed, g, beta, conv_w, slot, pos, T)
+    ref_conv, ref_state = conv.clone(), state.clone()
+    ref = rows(*args, ref_conv, ref_state, nk, nv, hd, True, L2_EPS)
+    out = gr.gdn_rows(*args, conv, state, nk, nv, hd, True, L2_EPS)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
