@@ -22,7 +22,7 @@ from engine.pipeline import Pipeline, Rows
 from engine.sampling import has_penalties, is_greedy
 from engine.sequence import Sequence
 from engine.stats import EngineStats
-from engine.window import SlotRows, verdict
+from engine.window import SlotRows, verdicts as window_verdicts
 
 
 @dataclass
@@ -241,13 +241,12 @@ class Scheduler:
         """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
         want = [r for sr in parts for r in sr.pick_rows]
         logits = logits_of(want)
-        verdicts, at = [], 0
-        for sr in parts:
+        verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts])
+        at = 0
+        for sr, v in zip(parts, verdicts):
             n = len(sr.pick_rows)
-            v = verdict(sr, logits[at:at + n], seqs[sr.slot].params)
             if seqs[sr.slot].logits is not None:
                 v.logits = logits[at:at + n].cpu()
-            verdicts.append(v)
             at += n
         proposals = {}
         if self.drafter is not None and self.plan.follows:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.sampling import pick_rows
+from engine.sampling import has_penalties, is_greedy, pick_rows
 
 
 @dataclass
@@ -46,14 +46,32 @@ class SlotVerdict:
     logits: torch.Tensor | None = None   # the pick rows' logits, kept only for return_logits requests
 
 
-def verdict(sr: SlotRows, logits: torch.Tensor, params) -> SlotVerdict:
-    """Picks at the slot's pick rows (logits in the same order) and the matching prefix of proposals."""
+def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list) -> list[SlotVerdict]:
+    """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
+    slot's sampling). One transfer from the device for the window, not one per slot: the greedy rows'
+    argmax together, the other rows' logits copied to the host once."""
+    plain = [not sr.decoding or (is_greedy(p) and not has_penalties(p)) for sr, p in zip(parts, params)]
+    best = torch.argmax(logits, dim=-1).tolist() if any(plain) and logits.shape[0] else []
+    host = logits.cpu() if not all(plain) else None
+    out, at = [], 0
+    for sr, p, greedy in zip(parts, params, plain):
+        n = len(sr.pick_rows)
+        rows = host[at:at + n] if host is not None else None
+        out.append(verdict(sr, rows, p, best[at:at + n] if greedy else None))
+        at += n
+    return out
+
+
+def verdict(sr: SlotRows, logits: torch.Tensor | None, params, picks: list[int] | None = None) -> SlotVerdict:
+    """Picks at the slot's pick rows (logits in the same order, or the picks made already) and the
+    matching prefix of proposals."""
     rows = list(range(sr.start, sr.start + sr.n_base))
     if not sr.decoding:
         return SlotVerdict(sr.slot, [], 0, sr.n_base, rows)
     first_pos = sr.first_pos + sr.n_base          # position of the token each pick row predicts
     positions = [first_pos + i for i in range(len(sr.proposals) + 1)]
-    picks = pick_rows(logits, params, sr.history, positions, sr.proposals)
+    if picks is None:
+        picks = pick_rows(logits, params, sr.history, positions, sr.proposals)
     kept = 1
     while kept <= len(sr.proposals) and sr.proposals[kept - 1] == picks[kept - 1]:
         kept += 1

@@ -110,3 +110,30 @@ def test_draws_from_logits_with_infinities_and_nans():
         assert {pick(torch.full((4,), -inf), sp, None, p)[0] for p in range(200)} <= {0, 1, 2, 3}
     assert len({pick(torch.tensor([1.0, inf, 0.5, inf]), SamplingParams(temperature=1.0, seed=2), None, p)[0]
                 for p in range(200)}) == 2
+
+
+def test_a_windows_verdicts_are_each_slots_own():
+    """verdicts() picks a whole window with one transfer (greedy rows' argmax together, the other rows'
+    logits copied once): each slot gets what its own verdict would give, whatever the other slots are."""
+    from engine.window import SlotRows, verdict, verdicts
+
+    g = torch.Generator().manual_seed(4)
+    parts = [SlotRows(0, 0, 10, 1, True, [5, 7], [1, 2]),              # greedy, two proposals
+             SlotRows(1, 3, 4, 6, False),                              # a prompt chunk: no picks
+             SlotRows(2, 9, 20, 1, True, [3], [4, 4]),                 # sampled
+             SlotRows(3, 11, 8, 1, True, [], [6]),                     # greedy with a penalty
+             SlotRows(4, 12, 30, 1, True, [9, 9])]                     # greedy
+    params = [SamplingParams(), SamplingParams(), SamplingParams(temperature=0.9, top_p=0.9, seed=3),
+              SamplingParams(repetition_penalty=1.3), SamplingParams()]
+    n = sum(len(sr.pick_rows) for sr in parts)
+    logits = torch.randn(n, 50, generator=g) * 3
+    logits[:3, 5] += 20                                                # slot 0's first proposal is kept
+    got = verdicts(parts, logits, params)
+    at = 0
+    for sr, p, v in zip(parts, params, got):
+        k = len(sr.pick_rows)
+        alone = verdict(sr, logits[at:at + k], p)
+        assert (v.picks, v.kept, v.n_valid_rows, v.hidden_rows) == \
+            (alone.picks, alone.kept, alone.n_valid_rows, alone.hidden_rows)
+        at += k
+    assert got[0].kept >= 2 and got[1].picks == [] and len(got[2].picks) == 2
