@@ -142,8 +142,9 @@ class MtpDrafter:
                n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """The layer over rows (device tensors; n_dev: the real rows, a device scalar, in a graph)."""
         e = self.embedding.rows(tok).float() * self.cfg.embed_scale
-        x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps),
-                       rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps)), dim=-1)
+        dt = self.w.eh_proj.compute_dtype          # on a GPU the matmul's own dtype (engine.block.matmul_input)
+        x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps, dt),
+                       rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps, dt)), dim=-1)
         x = self.w.eh_proj.linear(x, n_dev=n_dev)
         tile = Tile(slot, pos, slot.shape[0], n_dev)
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
