@@ -104,14 +104,14 @@ def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch
     T = h.shape[0]
     hd, nk, nv = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads
     mixed, z, b, a = _projections(w, cfg, h)
+    if h.is_cuda and GPU_ROWS:           # the decay, beta, recurrence and gated norm in one kernel
+        from engine.kernels.gdn_rows import gdn_gated
+
+        o = gdn_gated(mixed, z, b, a, w, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled,
+                      L2_EPS, cfg.norm_eps, h.dtype, n_dev)
+        return w.out.linear(o, T)
     beta = torch.sigmoid(b)                                             # [T, nv]
     g = F.softplus(a + w.dt_bias) * w.a                                 # [T, nv], log of the decay
-    args = (mixed, g, beta, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled, L2_EPS)
-    if h.is_cuda and GPU_ROWS:
-        from engine.kernels.gdn_rows import gdn_rows
-
-        out = gdn_rows(*args, n_dev=n_dev)
-    else:
-        out = rows(*args)
+    out = rows(mixed, g, beta, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled, L2_EPS)
     o = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * w.norm * F.silu(z)
     return w.out.linear(o.reshape(T, nv * hd).to(h.dtype), T)

@@ -44,8 +44,8 @@ def _conv(mixed_ptr, ring_ptr, w_ptr, t, s, p, ch, rch, stride_mt, stride_rs, st
 @triton.jit
 def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_ring_ptr, out_ptr, slot_ptr,
                      pos_ptr, n_ptr, stride_mt, stride_cs, stride_cr, stride_ss, stride_sr, stride_sh, NK, NV,
-                     RING, eps, q_scale, HD: tl.constexpr, K: tl.constexpr, TILED: tl.constexpr,
-                     BJ: tl.constexpr):
+                     RING, eps, q_scale, dtb_ptr, A_ptr, z_ptr, nw_ptr, y_ptr, norm_eps, HD: tl.constexpr,
+                     K: tl.constexpr, TILED: tl.constexpr, BJ: tl.constexpr, GATED: tl.constexpr):
     j = tl.program_id(0)
     if TILED:
         kh = j % NK
@@ -76,8 +76,14 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         ck = _conv(mixed_ptr, conv_ring_ptr, w_ptr, t, s, p, kc, own_k, stride_mt, stride_cs, stride_cr, RING, K)
         q = cq * tl.rsqrt(tl.sum(cq * cq, 0) + eps) * q_scale
         k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
-        decay = tl.exp(tl.load(g_ptr + t * NV + j))
-        beta = tl.load(beta_ptr + t * NV + j)
+        if GATED:       # g_ptr / beta_ptr hold the projections a and b: the decay and beta from them here
+            a = tl.load(g_ptr + t * NV + j) + tl.load(dtb_ptr + j)
+            decay = tl.exp(tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a))) * tl.load(A_ptr + j))
+            beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptr + t * NV + j)))
+        else:
+            decay = tl.exp(tl.load(g_ptr + t * NV + j))
+            beta = tl.load(beta_ptr + t * NV + j)
+        ss = 0.0
         prev = state_ring_ptr + s * stride_ss + ((p - 1 + RING) % RING) * stride_sr + j * stride_sh
         here = state_ring_ptr + s * stride_ss + (p % RING) * stride_sr + j * stride_sh
         for jb in tl.static_range(HD // BJ):    # columns of S in blocks: each column is independent
@@ -89,8 +95,17 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
             delta = (v - tl.sum(S * k[:, None], 0)) * beta
             S = S + k[:, None] * delta[None, :]
             tl.store(here + d[:, None] * HD + col[None, :], S)
-            tl.store(out_ptr + (t * NV + j) * HD + col, tl.sum(S * q[:, None], 0))
-        tl.debug_barrier()          # the next row reads this one's ring rows
+            o = tl.sum(S * q[:, None], 0)
+            tl.store(out_ptr + (t * NV + j) * HD + col, o)
+            ss += tl.sum(o * o, 0)
+        tl.debug_barrier()          # the next row reads this one's ring rows (and the gate its outputs)
+        if GATED:                   # the gated RMSNorm of the head's output: weight * norm(o) * silu(z)
+            r = tl.rsqrt(ss / HD + norm_eps)
+            for jb in tl.static_range(HD // BJ):
+                at_o = (t * NV + j) * HD + jb * BJ + e
+                z = tl.load(z_ptr + at_o)
+                y = tl.load(out_ptr + at_o) * r * tl.load(nw_ptr + jb * BJ + e) * (z / (1.0 + tl.exp(-z)))
+                tl.store(y_ptr + at_o, y.to(y_ptr.dtype.element_ty))
 
 
 def gdn_rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor, slot: torch.Tensor,
@@ -99,16 +114,36 @@ def gdn_rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: t
     """mixed [T, channels], g / beta [T, nv] (float32); rings as engine.gdn.state_buffers -> out [T, nv, hd]
     (rows from n_real on: zeros). n_dev: the count of real rows as a device scalar, read by the kernel
     (inside a CUDA graph, where n_real is the tile's size; padding rows then cost nothing)."""
+    out = torch.zeros((mixed.shape[0], nv, hd), dtype=torch.float32, device=mixed.device)
+    _launch(mixed, g, beta, conv_w, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, tiled, eps, n_dev, out)
+    return out
+
+
+def gdn_gated(mixed: torch.Tensor, z: torch.Tensor, b: torch.Tensor, a: torch.Tensor, w, slot: torch.Tensor,
+              pos: torch.Tensor, n_real: int, conv_ring: torch.Tensor, state_ring: torch.Tensor, nk: int, nv: int,
+              hd: int, tiled: bool, eps: float, norm_eps: float, dtype: torch.dtype,
+              n_dev: torch.Tensor | None = None) -> torch.Tensor:
+    """The mixer from its projections to the out matrix's input in one launch: mixed [T, channels], z
+    [T, nv, hd], b and a [T, nv] (float32), w the block's DeltaNetWeights -> weight * rmsnorm(o) * silu(z),
+    [T, nv * hd] in dtype (padding rows: zeros), as engine.gdn.delta_net computes it in torch ops."""
     T = mixed.shape[0]
-    out = torch.zeros((T, nv, hd), dtype=torch.float32, device=mixed.device)
+    y = torch.zeros((T, nv * hd), dtype=dtype, device=mixed.device)
+    out = torch.empty((T, nv, hd), dtype=torch.float32, device=mixed.device)
+    _launch(mixed, a, b, w.conv, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, tiled, eps, n_dev, out,
+            (w.dt_bias, w.a, z.contiguous(), w.norm, y, norm_eps))
+    return y
+
+
+def _launch(mixed, g, beta, conv_w, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, tiled, eps, n_dev, out,
+            gated=None) -> None:
     if n_dev is None and n_real == 0:
-        return out
+        return
     if n_dev is None:
         n_dev = torch.full((1,), n_real, dtype=torch.int32, device=mixed.device)
     mixed, g, beta = mixed.contiguous(), g.contiguous(), beta.contiguous()
+    dtb, A, z, nw, y, norm_eps = gated if gated is not None else (g, g, out, g, out, 0.0)
     _gdn_rows_kernel[(nv,)](mixed, g, beta, conv_w.contiguous(), conv_ring, state_ring, out, slot, pos, n_dev,
                             mixed.stride(0), conv_ring.stride(0), conv_ring.stride(1), state_ring.stride(0),
                             state_ring.stride(1), state_ring.stride(2), nk, nv, conv_ring.shape[1], eps,
-                            hd ** -0.5, HD=hd, K=conv_w.shape[1], TILED=tiled, BJ=min(BJ, hd),
-                            num_warps=WARPS)
-    return out
+                            hd ** -0.5, dtb, A, z, nw, y, norm_eps, HD=hd, K=conv_w.shape[1], TILED=tiled,
+                            BJ=min(BJ, hd), GATED=gated is not None, num_warps=WARPS)

@@ -85,3 +85,33 @@ def test_a_prompt_longer_than_the_ring(gr):
     out = gr.gdn_rows(*args, conv, state, nk, nv, hd, True, L2_EPS)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
+
+
+def test_the_gated_kernel_is_the_mixer_from_its_projections(gr):
+    """gdn_gated: the decay and beta from the projections a and b, the recurrence, and the gated RMSNorm
+    (weight * norm(o) * silu(z)) in the kernel: what engine.gdn.delta_net computes in torch ops."""
+    from types import SimpleNamespace
+
+    import torch.nn.functional as F
+
+    nk, nv, hd, K, slots, T, n_real, norm_eps = 2, 4, 64, 4, 3, 6, 5, 1e-6
+    gen = torch.Generator().manual_seed(11)
+    channels, conv, state = rings(gen, nk, nv, hd, slots, True)
+    w = SimpleNamespace(conv=(torch.randn(channels, K, generator=gen) * 0.5).to(DEV),
+                        dt_bias=torch.randn(nv, generator=gen).to(DEV), a=-torch.rand(nv, generator=gen).to(DEV) * 4,
+                        norm=torch.randn(hd, generator=gen).to(DEV))
+    slot = torch.tensor([1, 0, 1, 0, 1, 2], device=DEV)
+    pos = torch.tensor([9, 0, 10, 1, 11, 0], device=DEV)
+    mixed = torch.randn(T, channels, generator=gen).to(DEV)
+    z = torch.randn(T, nv, hd, generator=gen).to(DEV)
+    b, a = torch.randn(T, nv, generator=gen).to(DEV), (torch.randn(T, nv, generator=gen) * 8).to(DEV)
+    ref_conv, ref_state = conv.clone(), state.clone()
+    g = F.softplus(a + w.dt_bias) * w.a
+    out = rows(mixed, g, torch.sigmoid(b), w.conv, slot, pos, n_real, ref_conv, ref_state, nk, nv, hd, True, L2_EPS)
+    ref = (out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + norm_eps) * w.norm * F.silu(z)).reshape(T, -1)
+    y = gr.gdn_gated(mixed, z, b, a, w, slot, pos, n_real, conv, state, nk, nv, hd, True, L2_EPS, norm_eps,
+                     torch.float32)
+    ref[n_real:] = 0
+    torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
+    assert not y[n_real:].any() and y[:n_real].abs().min(dim=-1).values.gt(0).all()
