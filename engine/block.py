@@ -7,11 +7,10 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import ModelConfig
-from engine.cpu_int4 import Int4Stack
 from engine.gdn import delta_net
 from engine.layers import apply_rope, attention, glu, rms_norm, rotate
 from engine.quant import QuantTensor
-from engine.weights import LayerWeights
+from engine.weights import LayerWeights, linears
 
 # GPU: dense blocks run as ten fused Triton launches (engine.kernels.fast_block); 0 = the torch ops below
 FUSED_GPU_BLOCK = os.environ.get("STRATA_FUSED_BLOCK", "1") != "0"
@@ -30,8 +29,8 @@ class Tile:
 
 def matmul_input(x: torch.Tensor, norm: torch.Tensor, cfg: ModelConfig, m: QuantTensor) -> torch.Tensor:
     """The RMSNorm of the residual x that the block's matmuls (m and its kind) read: on a GPU in their
-    compute dtype, as the fused blocks give it (bfloat16 prompt rows run on the tensor cores; float32
-    ones take the kernels' IEEE path: on an H200 the grouped expert kernel took 1.95 s of a 2.12 s
+    compute dtype, as the fused blocks give it (the linears would cast float32 rows in a kernel of their
+    own; the grouped expert kernel takes them on its IEEE path: on an H200 it took 1.95 s of a 2.12 s
     qwen3.5-35b-a3b prompt tile so)."""
     return rms_norm(x, norm, cfg.norm_eps, m.compute_dtype)
 
@@ -41,10 +40,7 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     T = x.shape[0]
     rows = tile.size or T                         # the tile's row count: the matmuls' tiles
     h = matmul_input(x, lw.attn_norm, cfg, lw.wq)
-    if isinstance(lw.qkv, Int4Stack):             # CPU fast mode: one call for q|k|v
-        q, k, v = lw.qkv.split_linear(h, rows, lw.wq.compute_dtype)
-    else:
-        q, k, v = lw.wq.linear(h, rows), lw.wk.linear(h, rows), lw.wv.linear(h, rows)
+    q, k, v = linears([lw.wq, lw.wk, lw.wv], lw.qkv, h, rows)
     if lw.bq is not None:
         q, k, v = q + lw.bq, k + lw.bk, v + lw.bv
     gate = None
@@ -114,10 +110,7 @@ def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Te
 def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: torch.Tensor, gelu: bool,
               rows: int = 0):
     T = rows or h.shape[0]
-    if isinstance(stack, Int4Stack):              # CPU fast mode: one call for gate|up
-        g, u = stack.split_linear(h, T, gate.compute_dtype)
-    else:
-        g, u = gate.linear(h, T), up.linear(h, T)
+    g, u = linears([gate, up], stack, h, T)
     return down.linear(glu(g, u, gelu), T)
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.config import STATE_RING, ModelConfig
-from engine.weights import DeltaNetWeights
+from engine.weights import DeltaNetWeights, linears
 
 L2_EPS = 1e-6
 # GPU stages run the recurrence as one Triton kernel (engine.kernels.gdn_rows: no host sync, so hybrid
@@ -61,11 +61,13 @@ def _projections(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor):
         mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
         z = z.reshape(T, nv, hd)
     else:
-        mixed, z = w.qkv.linear(h, T).float(), w.gate.linear(h, T).float().view(T, nv, hd)
+        mixed, z = (y.float() for y in linears([w.qkv, w.gate], w.qkv_gate, h, T))
+        z = z.reshape(T, nv, hd)
     if w.ba is not None:                       # per key head: its value heads' b, then their a
         b, a = w.ba.linear(h, T).float().view(T, nk, 2 * (nv // nk)).chunk(2, dim=-1)
         return mixed, z, b.reshape(T, nv), a.reshape(T, nv)
-    return mixed, z, w.beta.linear(h, T).float(), w.alpha.linear(h, T).float()
+    b, a = linears([w.beta, w.alpha], w.beta_alpha, h, T)
+    return mixed, z, b.float(), a.float()
 
 
 def rows(mixed: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor, slot: torch.Tensor,

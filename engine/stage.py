@@ -134,13 +134,14 @@ class Stage:
 
 # LayerWeights fields whose bytes the matrices' views already count
 STACKED = ("qkv", "gate_up", "shexp_gate_up")
+STACKED_DELTA_NET = ("qkv_gate", "beta_alpha")      # DeltaNetWeights' (its qkv is a matrix of its own)
 
 
 def layer_weight_bytes(lw) -> int:
     """What a block's weights hold in memory (engine.model_info.layer_bytes predicts it)."""
     tensors = [v for k, v in vars(lw).items() if v is not None and k not in STACKED]
-    tensors = [x for t in tensors for x in (vars(t).values() if isinstance(t, DeltaNetWeights) else [t])
-               if x is not None]
+    tensors = [x for t in tensors for k, x in (vars(t).items() if isinstance(t, DeltaNetWeights) else [("", t)])
+               if x is not None and k not in STACKED_DELTA_NET]
     return sum(resident_bytes(t) for t in tensors)
 
 

@@ -28,6 +28,8 @@ class DeltaNetWeights:
     beta: QuantTensor | None = None
     alpha: QuantTensor | None = None
     ba: QuantTensor | None = None
+    qkv_gate: object | None = None       # qkv|gate and beta|alpha stacked where they can be (stack_packed)
+    beta_alpha: object | None = None
 
 
 @dataclass
@@ -82,6 +84,22 @@ def stack_packed(mats: list[QuantTensor]):
         m.packed = both.rows(a, a + m.shape[0])
         a += m.shape[0]
     return both
+
+
+def linears(mats: list[QuantTensor], stack, h: torch.Tensor, rows: int) -> list[torch.Tensor]:
+    """Each matrix's product with h (the tile's `rows`): from one call where engine.weights.stack_packed
+    stacked them (int4 on a CPU, the streaming layout on a GPU; each column's bits are its own
+    matrix's either way), else a call each."""
+    from engine.cpu_int4 import Int4Stack
+
+    if isinstance(stack, Int4Stack):
+        return list(stack.split_linear(h, rows, mats[0].compute_dtype))
+    if stack is not None:
+        from engine.kernels import stream_matmul
+
+        y = stream_matmul.linear(h.to(mats[0].compute_dtype).contiguous(), stack)
+        return list(y.split([m.shape[0] for m in mats], -1))
+    return [m.linear(h, rows) for m in mats]
 
 
 @dataclass
@@ -190,6 +208,10 @@ class WeightLoader:
         if w.beta is None or w.alpha is None:
             w.beta = w.alpha = None
             w.ba = self.matrix(p + "ssm_ba.weight", device)
+        if w.qkv is not None:
+            w.qkv_gate = stack_packed([w.qkv, w.gate])
+        if w.beta is not None:
+            w.beta_alpha = stack_packed([w.beta, w.alpha])
         return w
 
     def embedding(self, device) -> QuantTensor:

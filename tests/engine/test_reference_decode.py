@@ -68,15 +68,17 @@ class PickLog:
         self.drafted: set[int] = set()          # positions picked at an accepted proposal's row
 
     def wrap(self, real):
-        def verdict(sr, logits, params):
-            v = real(sr, logits, params)
-            first = sr.first_pos + sr.n_base     # position of the token the first pick row predicts
-            for i in range(v.kept):
-                self.logits[first + i] = logits[i].clone()
-                if i:
-                    self.drafted.add(first + i)
-            return v
-        return verdict
+        def verdicts(parts, logits, params):   # a window's verdicts: each slot's pick rows in turn
+            out, at = real(parts, logits, params), 0
+            for sr, v in zip(parts, out):
+                first = sr.first_pos + sr.n_base     # position of the token the first pick row predicts
+                for i in range(v.kept):
+                    self.logits[first + i] = logits[at + i].clone()
+                    if i:
+                        self.drafted.add(first + i)
+                at += len(sr.pick_rows)
+            return out
+        return verdicts
 
 
 @dataclass
@@ -181,7 +183,7 @@ def subject(request, smol_path, gemma_file, synthetic, hf_reference):
     if n_layers:
         hf.config.num_hidden_layers = n_layers           # the trunk; layers[n_layers] is the nextn block
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(engine.scheduler, "verdict", picks.wrap(engine.scheduler.verdict))
+        mp.setattr(engine.scheduler, "window_verdicts", picks.wrap(engine.scheduler.window_verdicts))
         mp.setattr(MtpDrafter, "advance", dlog.wrap_advance(MtpDrafter.advance))
         mp.setattr(MtpDrafter, "_rows", dlog.wrap_rows(MtpDrafter._rows))
         with local_client(EngineConfig(model=str(path), ctx=256, draft=draft, spec=1, dtype="float32")) as client:

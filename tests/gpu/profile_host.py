@@ -62,7 +62,7 @@ def timed_parts(core, steps: int) -> dict[str, float]:
     wrap(torch.cuda.CUDAGraph, "replay", "graph: replay call (launch)")
     wrap(torch.cuda.Stream, "synchronize", "stream sync (GPU still busy)")
     wrap(pl.Pipeline, "_logits", "logits to the host")
-    wrap(sch, "verdict", "verdict: picks on the host")
+    wrap(sch, "window_verdicts", "verdicts: picks on the host")
     import engine.drafts as dr
     wrap(dr.MtpDrafter, "advance", "drafter: catch-up and chain (whole)")
     wrap(dr.MtpDrafter, "_rows", "drafter: layer rows")
