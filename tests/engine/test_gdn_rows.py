@@ -35,6 +35,12 @@ def rings(gen, nk, nv, hd, slots, tiled):
     return channels, conv, state
 
 
+def row_inputs(gen, T: int, channels: int, nv: int):
+    """A tile's conv inputs [T, channels], log decays and betas [T, nv]."""
+    mixed = torch.randn(T, channels, generator=gen).to(DEV)
+    return mixed, -torch.rand(T, nv, generator=gen).to(DEV), torch.rand(T, nv, generator=gen).to(DEV)
+
+
 @pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "grouped"])
 def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     nk, nv, hd, K, slots = 2, 4, 64, 4, 3                # 64: the kernel walks S in two column blocks
@@ -45,9 +51,7 @@ def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     slot = torch.tensor([1, 0, 1, 0, 1, 0, 2, 2], device=DEV)
     pos = torch.tensor([9, 0, 10, 1, 11, 2, 0, 0], device=DEV)
     n_real, T = 6, 8
-    mixed = torch.randn(T, channels, generator=gen).to(DEV)
-    g = -torch.rand(T, nv, generator=gen).to(DEV)
-    beta = torch.rand(T, nv, generator=gen).to(DEV)
+    mixed, g, beta = row_inputs(gen, T, channels, nv)
     args = (mixed, g, beta, conv_w, slot, pos, n_real)
     ref_conv, ref_state = conv.clone(), state.clone()
     ref = rows(*args, ref_conv, ref_state, nk, nv, hd, tiled, L2_EPS)
@@ -76,9 +80,7 @@ def test_a_prompt_longer_than_the_ring(gr):
     conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
     slot = torch.zeros(T, dtype=torch.long, device=DEV)
     pos = torch.arange(20, 20 + T, device=DEV)                   # continues a slot from an earlier window
-    mixed = torch.randn(T, channels, generator=gen).to(DEV)
-    g = -torch.rand(T, nv, generator=gen).to(DEV)
-    beta = torch.rand(T, nv, generator=gen).to(DEV)
+    mixed, g, beta = row_inputs(gen, T, channels, nv)
     args = (mixed, g, beta, conv_w, slot, pos, T)
     ref_conv, ref_state = conv.clone(), state.clone()
     ref = rows(*args, ref_conv, ref_state, nk, nv, hd, True, L2_EPS)
