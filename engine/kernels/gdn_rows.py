@@ -78,7 +78,7 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
         k = ck * tl.rsqrt(tl.sum(ck * ck, 0) + eps)
         if GATED:       # g_ptr / beta_ptr hold the projections a and b: the decay and beta from them here
             a = tl.load(g_ptr + t * NV + j) + tl.load(dtb_ptr + j)
-            decay = tl.exp(tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a))) * tl.load(A_ptr + j))
+            decay = tl.exp(tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(tl.minimum(a, 20.0)))) * tl.load(A_ptr + j))
             beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptr + t * NV + j)))
         else:
             decay = tl.exp(tl.load(g_ptr + t * NV + j))
