@@ -21,6 +21,8 @@ build)
   python3 -m PyInstaller --noconfirm --distpath $B/dist --workpath $B/work packaging/strata.spec > "$OUT/pyinstaller.log" 2>&1 \
     || { tail -30 "$OUT/pyinstaller.log"; echo "FAIL: PyInstaller"; exit 1; }
   echo "built in $(( $(date +%s) - start )) s: $(du -sm $B/dist/strata | cut -f1) MiB"
+  # Triton runs its bundled ptxas / cuobjdump: make sure they are still executable after collection
+  find $B/dist/strata/_internal/triton/backends -path "*/bin/*" -type f -exec chmod +x {} + 2>/dev/null || true
   strip --strip-unneeded $B/dist/strata/_internal/torch/lib/*.so 2>/dev/null || true
   echo "after strip: $(du -sm $B/dist/strata | cut -f1) MiB"
   PYTHONPATH=$B/site python3 packaging/size_report.py $B/dist/strata | head -25 ;;
