@@ -35,6 +35,11 @@ def has_penalties(p: SamplingParams) -> bool:
     return p.repetition_penalty != 1.0 or p.presence_penalty != 0.0 or p.frequency_penalty != 0.0
 
 
+def argmax_pick(p: SamplingParams) -> bool:
+    """The pick is the logits' argmax (greedy, no penalties): it can be made where the logits are."""
+    return is_greedy(p) and not has_penalties(p)
+
+
 def apply_penalties(logits: torch.Tensor, p: SamplingParams, counts: Counter) -> torch.Tensor:
     if not counts or not has_penalties(p):
         return logits
@@ -139,7 +144,7 @@ def pick_rows(logits: torch.Tensor, p: SamplingParams, history: list[int], posit
               proposals: list[int]) -> list[int]:
     """Picks at the rows of one slot's window. Row i sees the history plus proposals[:i], i.e. exactly
     what it would have seen had the proposals before it been accepted one by one."""
-    if is_greedy(p) and not has_penalties(p):
+    if argmax_pick(p):
         return torch.argmax(logits, dim=-1).tolist()      # where the logits are: one int per row travels
     logits = logits.cpu()                                 # seeded sampling and penalties run on the host
     counts = Counter(history) if has_penalties(p) else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from engine.config import STATE_RING
 from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
-from engine.sampling import has_penalties, is_greedy
+from engine.sampling import argmax_pick
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 from engine.window import SlotRows, verdicts as window_verdicts
@@ -203,9 +203,7 @@ class Scheduler:
 
     @staticmethod
     def _greedy_decode(sr: SlotRows, seq: Sequence) -> bool:
-        p = seq.params
-        return (sr.decoding and sr.n_rows == 1 and not sr.proposals and is_greedy(p) and not has_penalties(p)
-                and seq.logits is None)
+        return sr.decoding and sr.n_rows == 1 and not sr.proposals and argmax_pick(seq.params) and seq.logits is None
 
     def _chainable(self, w: InFlight) -> bool:
         """Whether the group's next window can go now, on w's device picks: w is pure greedy decoding,

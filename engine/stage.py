@@ -139,9 +139,11 @@ STACKED_DELTA_NET = ("qkv_gate", "beta_alpha")      # DeltaNetWeights' (its qkv 
 
 def layer_weight_bytes(lw) -> int:
     """What a block's weights hold in memory (engine.model_info.layer_bytes predicts it)."""
-    tensors = [v for k, v in vars(lw).items() if v is not None and k not in STACKED]
-    tensors = [x for t in tensors for k, x in (vars(t).items() if isinstance(t, DeltaNetWeights) else [("", t)])
-               if x is not None and k not in STACKED_DELTA_NET]
+    def held(w, stacked) -> list:
+        return [v for k, v in vars(w).items() if v is not None and k not in stacked]
+    tensors = []
+    for t in held(lw, STACKED):
+        tensors += held(t, STACKED_DELTA_NET) if isinstance(t, DeltaNetWeights) else [t]
     return sum(resident_bytes(t) for t in tensors)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.sampling import has_penalties, is_greedy, pick_rows
+from engine.sampling import argmax_pick, pick_rows
 
 
 @dataclass
@@ -50,7 +50,7 @@ def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list) -> list[
     """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
     slot's sampling). One transfer from the device for the window, not one per slot: the greedy rows'
     argmax together, the other rows' logits copied to the host once."""
-    plain = [not sr.decoding or (is_greedy(p) and not has_penalties(p)) for sr, p in zip(parts, params)]
+    plain = [not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
     best = torch.argmax(logits, dim=-1).tolist() if any(plain) and logits.shape[0] else []
     host = logits.cpu() if not all(plain) else None
     out, at = [], 0

@@ -97,7 +97,8 @@ def _gdn_rows_kernel(mixed_ptr, g_ptr, beta_ptr, w_ptr, conv_ring_ptr, state_rin
             tl.store(here + d[:, None] * HD + col[None, :], S)
             o = tl.sum(S * q[:, None], 0)
             tl.store(out_ptr + (t * NV + j) * HD + col, o)
-            ss += tl.sum(o * o, 0)
+            if GATED:
+                ss += tl.sum(o * o, 0)
         tl.debug_barrier()          # the next row reads this one's ring rows (and the gate its outputs)
         if GATED:                   # the gated RMSNorm of the head's output: weight * norm(o) * silu(z)
             r = tl.rsqrt(ss / HD + norm_eps)
