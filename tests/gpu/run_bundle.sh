@@ -25,7 +25,7 @@ build)
   find $B/dist/strata/_internal/triton/backends -path "*/bin/*" -type f -exec chmod +x {} + 2>/dev/null || true
   strip --strip-unneeded $B/dist/strata/_internal/torch/lib/*.so 2>/dev/null || true
   echo "after strip: $(du -sm $B/dist/strata | cut -f1) MiB"
-  PYTHONPATH=$B/site python3 packaging/size_report.py $B/dist/strata | head -25 ;;
+  PYTHONPATH=$B/site python3 packaging/size_report.py $B/dist/strata --top 25 ;;
 test)
   S=$B/dist/strata/strata
   ( time $S --help >/dev/null ) 2>&1 | grep real
