@@ -33,7 +33,8 @@ from engine.errors import ConfigError
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
 HELD_OUT = 0.1
-SAVE_EVERY = 8          # rounds of model text between saves of what is written so far
+SAVE_EVERY = 2          # rounds of model text between saves of what is written so far
+QUEUED = 4              # on a GPU, requests per slot in a round: a slot whose answer ends early takes the next
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,13 +67,14 @@ def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path
     def save(complete: bool) -> None:
         torch.save({"sequences": seqs, "next": i, "written": written, "complete": complete}, data)
     n_streams = 4 if device == "cpu" else 16   # a GPU writes 16 streams at little more than the cost of one
+    per_round = n_streams if device == "cpu" else n_streams * QUEUED
     with local_client(EngineConfig(model=model, devices=device, parallel=n_streams, ctx=2048)) as eng:
         tok = eng.transport.core.model.tokenizer
         bar = tqdm(total=tokens, initial=min(written, tokens), desc="model text", unit="tok", file=sys.stderr)
         rounds = 0
         while written < tokens:
             batch = []
-            for j in range(n_streams):
+            for j in range(per_round):
                 text, chat = prompts[(i + j) % len(prompts)]
                 ids = tok.apply_chat([{"role": "user", "content": text}]) if chat else tok.encode(text)
                 sp = SamplingParams(max_tokens=seq_tokens, temperature=0.8, top_p=0.95, seed=i + j)
@@ -82,7 +84,7 @@ def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path
                 seqs.append(ids + out[r.request_id].tokens)
                 written += len(out[r.request_id].tokens)
                 bar.update(len(out[r.request_id].tokens))
-            i += n_streams
+            i += len(batch)
             rounds += 1
             if rounds % SAVE_EVERY == 0:
                 save(False)

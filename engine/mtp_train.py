@@ -39,10 +39,12 @@ class Rows:
 
 
 def teacher_rows(tokens: list[int], hidden: torch.Tensor, logits: torch.Tensor, k: int = TOP_K) -> Rows:
-    """Rows from one sequence's trunk outputs (hidden [n, d] before the output norm, logits [n, V])."""
+    """Rows from one sequence's trunk outputs (hidden [n, d] before the output norm, logits [n, V]): the
+    teacher's top k made where the logits are, the rows kept on the host."""
     n = len(tokens)
     p, ids = torch.softmax(logits[1:n - 1].float(), dim=-1).topk(k, dim=-1)
-    return Rows(hidden[:n - 2].float().clone(), torch.tensor(tokens[1:n - 1]), ids, p / p.sum(-1, keepdim=True))
+    return Rows(hidden[:n - 2].float().cpu().clone(), torch.tensor(tokens[1:n - 1]), ids.cpu(),
+                (p / p.sum(-1, keepdim=True)).cpu())
 
 
 class NextnLayer(nn.Module):

@@ -39,8 +39,7 @@ def collect(model: LoadedModel, sequences: list[list[int]], on_one: Callable[[],
     """Teacher rows of each sequence from one trunk pass over it."""
     out = []
     for tokens in sequences:
-        hidden, logits = model.pipeline.score_hidden(tokens)
-        out.append(teacher_rows(tokens, hidden, logits))
+        out.append(model.pipeline.score_hidden(tokens, then=lambda h, lg: teacher_rows(tokens, h, lg)))
         on_one()
     return out
 

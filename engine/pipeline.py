@@ -298,12 +298,15 @@ class Pipeline:
                           self.tiles, self.scratch_slot)
         return self.submit(rows, lambda h, logits_of: logits_of(list(range(len(tokens)))).cpu()).result()
 
-    def score_hidden(self, tokens: list[int], slot: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    def score_hidden(self, tokens: list[int], slot: int = 0, then: Callable | None = None):
         """(last stage's hidden states [n, d] before the output norm, float32 logits [n, vocab]) at every
-        row of one slot's tokens from position 0 (what a nextn layer joins, and the trunk's picks)."""
+        row of one slot's tokens from position 0 (what a nextn layer joins, and the trunk's picks), on the
+        host; or then(hidden, logits) run where they are, on the last stage's thread (a GPU's vocabulary
+        of floats per row need not travel)."""
         rows = Rows.build(tokens, [slot] * len(tokens), list(range(len(tokens))), self.tiles, self.scratch_slot)
         every = list(range(len(tokens)))
-        return self.submit(rows, lambda h, logits_of: (h.float().cpu(), logits_of(every).cpu())).result()
+        then = then or (lambda h, lg: (h.cpu(), lg.cpu()))
+        return self.submit(rows, lambda h, logits_of: then(h.float(), logits_of(every))).result()
 
     def close(self) -> None:
         """Windows not started never run (their futures fail); returns when the one running has ended."""
