@@ -6,8 +6,10 @@ is accepted exactly when it equals this pick.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 
+import numpy as np
 import torch
 
 from engine.messages import SamplingParams
@@ -54,29 +56,21 @@ def apply_penalties(logits: torch.Tensor, p: SamplingParams, counts: Counter) ->
     return out
 
 
-_FIRST = 64       # candidates looked at first; doubled until the draw is decided
+_STEP = 2.0 ** -8      # candidates: the tokens within this factor of the most likely one, widened by it
 
 
-def _head(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """At least the first k entries of `probs` in sampling order (descending, ties by index) and their
-    indices: the k largest where the (k+1)-th is smaller, else every entry at or above the k-th."""
-    if k >= probs.shape[0]:
-        return torch.sort(probs, descending=True, stable=True)
-    v, i = torch.topk(probs, k + 1)
-    if v[k] < v[k - 1]:
-        i, by_index = torch.sort(i[:k])
-        v = v[:k][by_index]
-    else:
-        i = (probs >= v[k - 1]).nonzero().squeeze(1)
-        v = probs[i]
-    vals, order = torch.sort(v, descending=True, stable=True)
-    return vals, i[order]
+def _head(probs: np.ndarray, below: float) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of `probs` at or above `below` in sampling order (descending, ties by index) and their
+    indices: a first stretch of that order, since every entry it leaves out is smaller than one it keeps."""
+    idx = np.flatnonzero(probs >= below)
+    idx = idx[np.argsort(-probs[idx], kind="stable")]
+    return probs[idx], idx
 
 
 def _usable(z: torch.Tensor) -> torch.Tensor:
     """Scaled logits a draw can use: where some are +inf (an extreme penalty or temperature) they share
     the mass; NaN counts as -inf; where all are -inf, every token alike."""
-    if bool(torch.isfinite(z).all()):
+    if math.isfinite(float(z.sum())):     # every entry finite (a sum that overflows takes the long way)
         return z
     top = torch.isposinf(z)
     if bool(top.any()):
@@ -103,40 +97,42 @@ def pick(logits: torch.Tensor, p: SamplingParams, counts: Counter | None, positi
     n_vocab = x.shape[0]
     if 0 < p.top_k < n_vocab:
         vals, idx = torch.topk(x, p.top_k)          # sorted descending
-        return _draw(torch.softmax(_usable(vals.double() * inv_t), dim=0), idx, p, u, p.top_k, False)
-    probs = torch.softmax(_usable(x * inv_t), dim=0)
-    k = _FIRST
+        return _draw(torch.softmax(_usable(vals.double() * inv_t), dim=0).numpy(), idx.numpy(), p, u, p.top_k, False)
+    probs = torch.softmax(_usable(x * inv_t), dim=0).numpy()
+    top, scale = float(probs.max()), _STEP
     while True:
-        vals, idx = _head(probs, k)
-        got = _draw(vals.double(), idx, p, u, n_vocab, p.top_p == 1.0 and p.min_p == 0.0)
+        below = top * scale if scale > 2.0 ** -160 else 0.0       # 0: every token
+        vals, idx = _head(probs, below)
+        got = _draw(vals.astype(np.float64), idx, p, u, n_vocab, p.top_p == 1.0 and p.min_p == 0.0)
         if got is not None:
             return got
-        k *= 2
+        scale *= _STEP
 
 
-def _draw(vals: torch.Tensor, idx: torch.Tensor, p: SamplingParams, u: float, n_all: int,
+def _draw(vals: np.ndarray, idx: np.ndarray, p: SamplingParams, u: float, n_all: int,
           whole: bool) -> tuple[int, float] | None:
-    """The draw over the first len(vals) of n_all candidates in order, or None when they do not decide it.
-    whole: no filter cuts the candidates, so the kept mass is all of it, 1 (no sum over the vocabulary)."""
+    """The draw over the first len(vals) of n_all candidates in order (float64 probabilities), or None
+    when they do not decide it. whole: no filter cuts the candidates, so the kept mass is all of it, 1
+    (no sum over the vocabulary)."""
     n = vals.shape[0]
-    cum = torch.cumsum(vals, 0)
+    cum = np.cumsum(vals)
     if whole:                             # the draw needs the cumulative mass past u
-        j = int(torch.searchsorted(cum, torch.tensor([u], dtype=cum.dtype), right=True)[0])
+        j = int(np.searchsorted(cum, u, side="right"))
         if j == n and n < n_all:
             return None
         j = min(j, n - 1)
         return int(idx[j]), float(vals[j])
     cuts = [n_all] if n == n_all else []
-    if p.top_p < 1.0 and float(cum[-1]) >= p.top_p:
-        cuts.append(int(torch.searchsorted(cum, torch.tensor([p.top_p], dtype=cum.dtype))[0]) + 1)
+    if p.top_p < 1.0 and cum[-1] >= p.top_p:
+        cuts.append(int(np.searchsorted(cum, p.top_p, side="left")) + 1)
     thr = p.min_p * float(vals[0])
-    if p.min_p > 0.0 and float(vals[-1]) < thr:
+    if p.min_p > 0.0 and vals[-1] < thr:
         cuts.append(max(1, int((vals >= thr).sum())))
     if not cuts:
         return None
     keep = min(cuts)
     mass = cum[keep - 1]
-    j = min(int(torch.searchsorted(cum[:keep], (u * mass).reshape(1), right=True)[0]), keep - 1)
+    j = min(int(np.searchsorted(cum[:keep], u * mass, side="right")), keep - 1)
     return int(idx[j]), float(vals[j] / mass)
 
 
