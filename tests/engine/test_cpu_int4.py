@@ -120,6 +120,24 @@ def test_moe_experts_stay_int4_and_the_prediction_holds(synthetic, arch):
 
 
 
+@pytest.mark.parametrize("window", [0, 16])
+def test_a_tiles_real_rows_attend_as_in_the_full_tile(window):
+    """attention(q of a tile's real rows, rows=T) gives each real row the float32 bits the whole padded
+    T-row tile gives it (a lone real row too: the one-row path sums in another order), on random keys."""
+    from engine.layers import attention
+
+    g = torch.Generator().manual_seed(4)
+    T, H, kvh, hd, ctx = 32, 8, 2, 64, 96
+    k_cache, v_cache = (torch.randn(3, ctx, kvh, hd, generator=g) for _ in range(2))
+    q = torch.randn(T, H, hd, generator=g)
+    for n in (1, 5):
+        slot = torch.tensor([1] * n + [2] * (T - n))
+        pos = torch.tensor(list(range(70, 70 + n)) + [0] * (T - n))
+        full = attention(q, k_cache, v_cache, slot, pos, window, 0.125)
+        real = attention(q[:n], k_cache, v_cache, slot[:n], pos[:n], window, 0.125, rows=T)
+        assert torch.equal(real, full[:n]), n
+
+
 @pytest.mark.parametrize("arch", ["default", "gemma3"])
 def test_a_tiles_padding_rows_are_left_out_with_the_same_bits(tmp_path, arch):
     """A fast-mode CPU stage runs a prompt tile's real rows only (Stage.row_count_free): 5 real rows of a
