@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.block import Tile, device_experts, run_block
+from engine.block import Tile, device_experts, matmul_input, run_block
 from engine.config import ModelConfig
 from engine.layers import rms_norm, rope_tables
 from engine.weights import DrafterWeights, HeadWeights
@@ -142,9 +142,8 @@ class MtpDrafter:
                n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """The layer over rows (device tensors; n_dev: the real rows, a device scalar, in a graph)."""
         e = self.embedding.rows(tok).float() * self.cfg.embed_scale
-        dt = self.w.eh_proj.compute_dtype          # on a GPU the matmul's own dtype (engine.block.matmul_input)
-        x = torch.cat((rms_norm(e, self.w.enorm, self.cfg.norm_eps, dt),
-                       rms_norm(hidden, self.w.hnorm, self.cfg.norm_eps, dt)), dim=-1)
+        x = torch.cat((matmul_input(e, self.w.enorm, self.cfg, self.w.eh_proj),
+                       matmul_input(hidden, self.w.hnorm, self.cfg, self.w.eh_proj)), dim=-1)
         x = self.w.eh_proj.linear(x, n_dev=n_dev)
         tile = Tile(slot, pos, slot.shape[0], n_dev)
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
