@@ -239,13 +239,8 @@ class Scheduler:
         """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
         want = [r for sr in parts for r in sr.pick_rows]
         logits = logits_of(want)
-        verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts])
-        at = 0
-        for sr, v in zip(parts, verdicts):
-            n = len(sr.pick_rows)
-            if seqs[sr.slot].logits is not None:
-                v.logits = logits[at:at + n].cpu()
-            at += n
+        verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts],
+                                   [seqs[sr.slot].logits is not None for sr in parts])
         proposals = {}
         if self.drafter is not None and self.plan.follows:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)

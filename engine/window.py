@@ -46,18 +46,23 @@ class SlotVerdict:
     logits: torch.Tensor | None = None   # the pick rows' logits, kept only for return_logits requests
 
 
-def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list) -> list[SlotVerdict]:
+def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
+             keep: list[bool] | None = None) -> list[SlotVerdict]:
     """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
-    slot's sampling). One transfer from the device for the window, not one per slot: the greedy rows'
-    argmax together, the other rows' logits copied to the host once."""
+    slot's sampling; keep: the slots whose verdict carries its pick rows' logits, return_logits requests).
+    One transfer from the device for the window, not one per slot: the greedy rows' argmax together, the
+    other rows' logits (and those kept) copied to the host once."""
+    keep = keep or [False] * len(parts)
     plain = [not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
     best = torch.argmax(logits, dim=-1).tolist() if any(plain) and logits.shape[0] else []
-    host = logits.cpu() if not all(plain) else None
+    host = logits.cpu() if not all(plain) or any(keep) else None
     out, at = [], 0
-    for sr, p, greedy in zip(parts, params, plain):
+    for sr, p, greedy, kept in zip(parts, params, plain, keep):
         n = len(sr.pick_rows)
         rows = host[at:at + n] if host is not None else None
-        out.append(verdict(sr, rows, p, best[at:at + n] if greedy else None))
+        v = verdict(sr, rows, p, best[at:at + n] if greedy else None)
+        v.logits = rows if kept else None
+        out.append(v)
         at += n
     return out
 

@@ -128,12 +128,14 @@ def test_a_windows_verdicts_are_each_slots_own():
     n = sum(len(sr.pick_rows) for sr in parts)
     logits = torch.randn(n, 50, generator=g) * 3
     logits[:3, 5] += 20                                                # slot 0's first proposal is kept
-    got = verdicts(parts, logits, params)
+    keep = [True, False, True, False, False]                            # return_logits: slots 0 and 2
+    got = verdicts(parts, logits, params, keep)
     at = 0
-    for sr, p, v in zip(parts, params, got):
+    for sr, p, v, kept in zip(parts, params, got, keep):
         k = len(sr.pick_rows)
         alone = verdict(sr, logits[at:at + k], p)
         assert (v.picks, v.kept, v.n_valid_rows, v.hidden_rows) == \
             (alone.picks, alone.kept, alone.n_valid_rows, alone.hidden_rows)
+        assert torch.equal(v.logits, logits[at:at + k]) if kept else v.logits is None
         at += k
     assert got[0].kept >= 2 and got[1].picks == [] and len(got[2].picks) == 2
