@@ -43,14 +43,34 @@ def _q8(y, out_ptr, q_ptr, ds_ptr, r, N, c0, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _rms(x, w_ptr, c, ok, N, eps):
+    """x's RMSNorm times the weight at w_ptr: the one form rms_norm and residual_norm share."""
+    w = tl.load(w_ptr + c, mask=ok, other=0.0).to(tl.float32)
+    return x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
+
+
+# 0: by the row's size (H200, one real row of a 16-row llama-3-8b tile: 4 warps 208 us per tile of 64
+# launches, 8 warps 192, 16 warps 183; smollm2-135m's 576 values: 4 warps 106, 8 warps 104)
+NORM_WARPS = int(os.environ.get("STRATA_NORM_WARPS", "0"))
+
+
+def norm_warps(n: int) -> int:
+    """Warps of a program that RMS-normalises a row of n. The sum of squares' order follows the warps, so
+    rms_norm (a stage's first block) and residual_norm (the block before, within a stage) take the same
+    number: otherwise a row's normed input differs in its last bits between a layout that splits the
+    layers there and one that does not, and the bfloat16 and int8 roundings after it now and then flip
+    (H200, llama-3-8b shape split at layer 12, batch-test T 0.7 seed 5: one slot's 16th token differed)."""
+    return NORM_WARPS or (8 if n >= 2048 else 4)
+
+
+@triton.jit
 def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, q_ptr, ds_ptr, BLOCK: tl.constexpr,
                 Q8: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = c < N
     x = tl.load(x_ptr + r * stride_x + c, mask=ok, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + c, mask=ok, other=0.0).to(tl.float32)
-    y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
+    y = _rms(x, w_ptr, c, ok, N, eps)
     tl.store(out_ptr + r * stride_o + c, y.to(out_ptr.dtype.element_ty), mask=ok)
     if Q8:
         _q8(y, out_ptr, q_ptr, ds_ptr, r, N, 0, BLOCK)
@@ -72,7 +92,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float
     if rows.shape[0]:
         q, ds, on = _q8_args(q8, out)
         _rms_kernel[(rows.shape[0],)](rows, w, out, n, rows.stride(0), out.stride(0), float(eps), q, ds,
-                                      BLOCK=triton.next_power_of_2(n), Q8=on, num_warps=4 if n <= 4096 else 8)
+                                      BLOCK=triton.next_power_of_2(n), Q8=on, num_warps=norm_warps(n))
     return out.reshape(x.shape)
 
 
@@ -143,11 +163,6 @@ def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: i
     return q
 
 
-# 0: by the row's size (H200, one real row of a 16-row llama-3-8b tile: 4 warps 208 us per tile of 64
-# launches, 8 warps 192, 16 warps 183; smollm2-135m's 576 values: 4 warps 106, 8 warps 104)
-RESIDUAL_WARPS = int(os.environ.get("STRATA_RESIDUAL_WARPS", "0"))
-
-
 @triton.jit
 def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_ptr, xo_ptr, h_ptr, N, eps, q_ptr,
                      ds_ptr, HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr, Q8: tl.constexpr):
@@ -156,13 +171,11 @@ def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_pt
     ok = c < N
     o = _sum_parts(part_ptr + r * stride_pm, S, stride_ps, c, ok)
     if HAS_POST:
-        pw = tl.load(post_ptr + c, mask=ok, other=0.0)
-        o = o * (1.0 / tl.sqrt(tl.sum(o * o, axis=0) / N + eps)) * pw
+        o = _rms(o, post_ptr, c, ok, N, eps)
     x = tl.load(x_ptr + r * N + c, mask=ok, other=0.0) + o
     tl.store(xo_ptr + r * N + c, x, mask=ok)
     if HAS_NORM:
-        w = tl.load(norm_ptr + c, mask=ok, other=0.0)
-        y = x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)) * w
+        y = _rms(x, norm_ptr, c, ok, N, eps)
         tl.store(h_ptr + r * N + c, y.to(h_ptr.dtype.element_ty), mask=ok)
         if Q8:
             _q8(y, h_ptr, q_ptr, ds_ptr, r, N, 0, BLOCK)
@@ -181,7 +194,7 @@ def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, e
                                post_w if post_w is not None else x, norm_w if norm_w is not None else x,
                                xo, h if h is not None else xo, N, float(eps), q, ds, HAS_POST=post_w is not None,
                                HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N), Q8=on,
-                               num_warps=RESIDUAL_WARPS or (4 if N * S < 4096 else 8))
+                               num_warps=norm_warps(N))
     return xo, h
 
 

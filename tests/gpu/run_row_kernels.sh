@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 11: the row kernels' launch shapes on a decode tile with one real row (profile_stage.py, llama-3-8b
-# Q4_K and smollm2-135m Q4_1): for each "ATTN_BN:ATTN_WARPS:RESIDUAL_WARPS" in $CONFIGS the tile's replay
+# Q4_K and smollm2-135m Q4_1): for each "ATTN_BN:ATTN_WARPS:NORM_WARPS" in $CONFIGS the tile's replay
 # time and the attention and residual kernels' time; then decode benches (1 stream) for each of $BENCH.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -9,7 +9,7 @@ $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/d
 run_with() {   # run_with "BN:W:RW" cmd...
   local c=$1; shift
   STRATA_ATTN_BN=$(echo $c | cut -d: -f1) STRATA_ATTN_WARPS=$(echo $c | cut -d: -f2) \
-    STRATA_RESIDUAL_WARPS=$(echo $c | cut -d: -f3) "$@"
+    STRATA_NORM_WARPS=$(echo $c | cut -d: -f3) "$@"
 }
 tile() { run_with "$1" timeout 120 python3 tests/gpu/profile_stage.py "$2" 1 2>&1 | grep -E "real rows|_attn|_residual|_dp4a"; }
 for c in ${CONFIGS:-64:4:0 128:4:8 128:8:16 256:8:4 32:2:0}; do
