@@ -54,6 +54,18 @@ def test_bundle_selftest(bundle, tmp_path):
 
 
 @pytest.mark.timeout(600)
+def test_bundle_has_every_command(bundle, tmp_path):
+    """`strata --help` and each subcommand's help: the cli imports its commands by name, so a module the
+    build left out only fails when someone asks for it (mtp-train and soak once did)."""
+    from app.cli import COMMANDS
+    env = dict(headless_env(), STRATA_STUDIO_HOME=str(tmp_path / "home"), PYTHONPATH="")
+    for args in (["--help"], *([name, "--help"] for name in COMMANDS)):
+        r = subprocess.run([str(bundle / "strata"), *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, env=env)
+        assert r.returncode == 0 and "usage: strata" in r.stdout, (args, r.stdout[-2000:], r.stderr[-2000:])
+
+
+@pytest.mark.timeout(600)
 def test_bundle_leaves_out_what_it_does_not_need(bundle, tmp_path):
     build_python = ROOT / "build" / "venv" / "bin" / "python"     # has PyInstaller: the report splits the PYZ too
     python = str(build_python) if build_python.exists() else sys.executable
