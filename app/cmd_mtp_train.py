@@ -102,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if args.fresh:
         data.unlink(missing_ok=True)
         ckpt.unlink(missing_ok=True)
-    model = load_model(EngineConfig(model=args.model, devices=args.device, dtype="float32", ctx=2048))
+    # the trunk as the engine runs it there (on a GPU its float32 form took the kernels' slow IEEE path)
+    model = load_model(EngineConfig(model=args.model, devices=args.device, dtype="float32" if args.device == "cpu"
+                                    else "auto", ctx=2048))
     try:
         if model.cfg.n_mtp:
             raise ConfigError(f"{Path(model.gf.path).name} already has {model.cfg.n_mtp} MTP layer(s)")

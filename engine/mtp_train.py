@@ -4,7 +4,8 @@ The layer is exactly what engine.drafts.MtpDrafter runs: row t joins enorm(embed
 t+1) and hnorm(the trunk's last hidden state at t) through eh_proj, runs one decoder block of the
 trunk's own kind (its attention causal over the layer's earlier rows, rope at t), and predicts the
 token at t+2 through shared_head_norm and the trunk's output head. Here it is a float32 torch module
-built from the same engine.layers functions, so the trained weights mean the same thing there.
+built from the same engine.layers functions (their torch forms on every device: autograd needs them),
+so the trained weights mean the same thing there.
 
 Targets are the model's own: over sequences the model generated, the trunk's logits at t+1 are the
 distribution of the token at t+2; the layer learns them (cross-entropy to the teacher's top-k
@@ -22,10 +23,16 @@ from torch import nn
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
-from engine.layers import apply_rope, glu, rms_norm, rope_tables
+from engine.layers import apply_rope, glu, rope_tables
 
 TRAINABLE_ARCHS = ("llama", "qwen3")
 TOP_K = 32                     # teacher probabilities kept per row
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """engine.layers.rms_norm as it runs on a CPU, on any device (on a GPU that one is a Triton kernel,
+    which autograd cannot see through: training there failed, 'element 0 of tensors does not require grad')."""
+    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)
 
 
 @dataclass

@@ -10,7 +10,8 @@ source "$(dirname "$0")/env.sh"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 DEV2=cuda:0,cuda:1; [ "$NGPU" -ge 2 ] || DEV2=cuda:0,cuda:0
 check "kernel tests" timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_moe_gemv.py \
-  tests/engine/test_dp4a_gemv.py tests/engine/test_gpu_kernels.py tests/engine/test_attention_kernel.py
+  tests/engine/test_dp4a_gemv.py tests/engine/test_gpu_kernels.py tests/engine/test_attention_kernel.py \
+  tests/engine/test_mtp_train_gpu.py
 $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
 $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
 $S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf >/dev/null
