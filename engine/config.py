@@ -91,12 +91,6 @@ class ModelConfig:
         """Channels of the delta net's conv: q and k (key heads) then v (value heads)."""
         return (2 * self.ssm_k_heads + self.ssm_v_heads) * self.ssm_head_dim
 
-    @property
-    def ssm_ring_channels(self) -> int:
-        """A conv ring row: the conv inputs, then each value head's own copy of its q and k inputs (the
-        GPU kernel's: engine.kernels.gdn_rows)."""
-        return self.ssm_conv_dim + 2 * self.ssm_v_heads * self.ssm_head_dim
-
     def layer_kinds(self) -> str:
         """The blocks' kinds in order, runs collapsed: '1 dense + 45 moe + 1 nextn (moe)'; on a hybrid
         model the mixers: '3 delta-net + 1 attention + ... + 1 nextn (attention); FFN moe'."""
@@ -121,7 +115,7 @@ class ModelConfig:
         """Bytes a stage sets aside for one block's cache over n_slots slot rows: f32 K and V for ctx
         positions, or a gated delta net block's STATE_RING rows of conv inputs and per-head states."""
         if self.is_recurrent(layer):
-            return STATE_RING * (self.ssm_ring_channels + self.ssm_v_heads * self.ssm_head_dim ** 2) * 4 * n_slots
+            return STATE_RING * (self.ssm_conv_dim + self.ssm_v_heads * self.ssm_head_dim ** 2) * 4 * n_slots
         return 2 * self.n_kv_heads * self.head_dim * 4 * ctx * n_slots
 
     @property

@@ -25,18 +25,16 @@ from engine.config import STATE_RING, ModelConfig
 from engine.weights import DeltaNetWeights, linears
 
 L2_EPS = 1e-6
-# GPU stages run the recurrence as one Triton kernel (engine.kernels.gdn_rows: no host sync, so hybrid
+# GPU stages run the recurrence as Triton kernels (engine.kernels.gdn_rows: no host sync, so hybrid
 # stages replay CUDA graphs); STRATA_GPU_GDN=0 keeps the torch rows (eager, one row at a time)
 GPU_ROWS = os.environ.get("STRATA_GPU_GDN", "1") != "0"
 
 
 def state_buffers(cfg: ModelConfig, n_slots: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(conv ring [slots, STATE_RING, conv channels + 2 x value heads x head size], state ring
-    [slots, STATE_RING, v heads, hd, hd]), zeros. The conv ring's last channels are the GPU kernel's own
-    copies of each value head's q and k inputs (engine.kernels.gdn_rows: a program reads back only what
-    it wrote itself); the torch rows use the first ssm_conv_dim."""
+    """(conv ring [slots, STATE_RING, conv channels], state ring [slots, STATE_RING, v heads, hd, hd]),
+    zeros."""
     hd = cfg.ssm_head_dim
-    conv = torch.zeros((n_slots, STATE_RING, cfg.ssm_ring_channels), dtype=torch.float32, device=device)
+    conv = torch.zeros((n_slots, STATE_RING, cfg.ssm_conv_dim), dtype=torch.float32, device=device)
     state = torch.zeros((n_slots, STATE_RING, cfg.ssm_v_heads, hd, hd), dtype=torch.float32, device=device)
     return conv, state
 
@@ -106,7 +104,7 @@ def delta_net(w: DeltaNetWeights, cfg: ModelConfig, h: torch.Tensor, slot: torch
     T = h.shape[0]
     hd, nk, nv = cfg.ssm_head_dim, cfg.ssm_k_heads, cfg.ssm_v_heads
     mixed, z, b, a = _projections(w, cfg, h)
-    if h.is_cuda and GPU_ROWS:           # the decay, beta, recurrence and gated norm in one kernel
+    if h.is_cuda and GPU_ROWS:           # the decay, beta, recurrence and gated norm in three kernels
         from engine.kernels.gdn_rows import gdn_gated
 
         o = gdn_gated(mixed, z, b, a, w, slot, pos, n_real, conv_ring, state_ring, nk, nv, hd, cfg.ssm_tiled,

@@ -1,6 +1,6 @@
-"""The gated delta net's recurrence as one Triton kernel (engine.kernels.gdn_rows) against its torch form
-(engine.gdn.rows), under TRITON_INTERPRET=1 here: a tile holding two slots' consecutive rows (each row
-reads the ring rows its slot's earlier rows just wrote), a slot continuing from an earlier window, a row
+"""The gated delta net's recurrence as Triton kernels (engine.kernels.gdn_rows) against its torch form
+(engine.gdn.rows), under TRITON_INTERPRET=1 here: a tile holding two slots' rows interleaved (each row
+needs what its slot's earlier rows in the tile wrote), a slot continuing from an earlier window, a row
 at position 0, padding rows; tiled and grouped value heads; the rings and outputs agree."""
 from __future__ import annotations
 
@@ -17,20 +17,9 @@ def gr():
     return kernel_module("gdn_rows")
 
 
-def own_copies(conv: torch.Tensor, nk: int, nv: int, hd: int, tiled: bool) -> torch.Tensor:
-    """The ring's last channels as the kernel keeps them: each value head's copy of its key head's q and k
-    inputs, from the shared channels (as a previous window's kernel would have written them)."""
-    kd = nk * hd
-    q, k = conv[..., :kd].unflatten(-1, (nk, hd)), conv[..., kd:2 * kd].unflatten(-1, (nk, hd))
-    r = nv // nk
-    per = (lambda x: x.repeat(*[1] * (x.dim() - 2), r, 1)) if tiled else (lambda x: x.repeat_interleave(r, -2))
-    return torch.cat((per(q), per(k)), -1).flatten(-2)            # [..., nv * 2 hd]: head j's q then k
-
-
-def rings(gen, nk, nv, hd, slots, tiled):
+def rings(gen, nk, nv, hd, slots):
     channels = 2 * nk * hd + nv * hd
-    conv = torch.randn(slots, STATE_RING, channels, generator=gen)
-    conv = torch.cat((conv, own_copies(conv, nk, nv, hd, tiled)), -1).to(DEV)
+    conv = torch.randn(slots, STATE_RING, channels, generator=gen).to(DEV)
     state = (torch.randn(slots, STATE_RING, nv, hd, hd, generator=gen) * 0.1).to(DEV)
     return channels, conv, state
 
@@ -43,9 +32,9 @@ def row_inputs(gen, T: int, channels: int, nv: int):
 
 @pytest.mark.parametrize("tiled", [True, False], ids=["tiled", "grouped"])
 def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
-    nk, nv, hd, K, slots = 2, 4, 64, 4, 3                # 64: the kernel walks S in two column blocks
+    nk, nv, hd, K, slots = 2, 4, 64, 4, 3                # 64: two programs of state columns per value head
     gen = torch.Generator().manual_seed(7 + tiled)
-    channels, conv, state = rings(gen, nk, nv, hd, slots, tiled)
+    channels, conv, state = rings(gen, nk, nv, hd, slots)
     conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
     # slot 1 continues at 9..11 from an earlier window; slot 0 starts a prompt at 0..2; then padding
     slot = torch.tensor([1, 0, 1, 0, 1, 0, 2, 2], device=DEV)
@@ -63,20 +52,19 @@ def test_the_kernel_walks_rows_like_the_torch_recurrence(gr, tiled):
     assert torch.equal(twin, out) and torch.equal(twin_conv, conv) and torch.equal(twin_state, state)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     assert not out[n_real:].any()
-    torch.testing.assert_close(conv[..., :channels], ref_conv[..., :channels], rtol=0, atol=0)
-    assert torch.equal(conv[..., channels:], own_copies(conv, nk, nv, hd, tiled))
+    assert torch.equal(conv, ref_conv)
     torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
     assert not torch.equal(state[1, 11 % STATE_RING], ref_state[1, 8 % STATE_RING])      # it did write
 
 
 def test_a_prompt_longer_than_the_ring(gr):
-    """A tile with more rows of one slot than the ring holds (a prompt tile): each row still reads its
-    slot's conv inputs at p-3..p-1. The interpreter runs the programs one after another, the worst case
-    of programs drifting apart on a GPU: a program that read q and k from channels its key head's other
-    programs write would find them overwritten by the rows those programs ran STATE_RING rows later."""
+    """A tile with more rows of one slot than the ring holds (a prompt tile): each row still gets its
+    slot's conv inputs at p-3..p-1 (the first rows from the ring an earlier window wrote, the others from
+    the tile), and each ring row ends with the last row that maps to it (the finishing programs run last
+    row first under the interpreter: a row STATE_RING positions earlier writing too would show)."""
     nk, nv, hd, K, T = 1, 2, 32, 4, STATE_RING + 12
     gen = torch.Generator().manual_seed(3)
-    channels, conv, state = rings(gen, nk, nv, hd, 1, True)
+    channels, conv, state = rings(gen, nk, nv, hd, 1)
     conv_w = (torch.randn(channels, K, generator=gen) * 0.5).to(DEV)
     slot = torch.zeros(T, dtype=torch.long, device=DEV)
     pos = torch.arange(20, 20 + T, device=DEV)                   # continues a slot from an earlier window
@@ -87,6 +75,7 @@ def test_a_prompt_longer_than_the_ring(gr):
     out = gr.gdn_rows(*args, conv, state, nk, nv, hd, True, L2_EPS)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(state, ref_state, rtol=1e-4, atol=1e-5)
+    assert torch.equal(conv, ref_conv)
 
 
 def test_the_gated_kernel_is_the_mixer_from_its_projections(gr):
@@ -98,7 +87,7 @@ def test_the_gated_kernel_is_the_mixer_from_its_projections(gr):
 
     nk, nv, hd, K, slots, T, n_real, norm_eps = 2, 4, 64, 4, 3, 6, 5, 1e-6
     gen = torch.Generator().manual_seed(11)
-    channels, conv, state = rings(gen, nk, nv, hd, slots, True)
+    channels, conv, state = rings(gen, nk, nv, hd, slots)
     w = SimpleNamespace(conv=(torch.randn(channels, K, generator=gen) * 0.5).to(DEV),
                         dt_bias=torch.randn(nv, generator=gen).to(DEV), a=-torch.rand(nv, generator=gen).to(DEV) * 4,
                         norm=torch.randn(hd, generator=gen).to(DEV))

@@ -163,9 +163,13 @@ FAULTS = [
     Fault("gdn-rows-state-not-previous", "engine/kernels/gdn_rows.py",
           "((p - 1 + RING) % RING) * stride_sr", "((p + RING) % RING) * stride_sr",
           ["tests/engine/test_gdn_rows.py::test_the_kernel_walks_rows_like_the_torch_recurrence"]),
-    # the GPU delta net kernel reading q's conv inputs from the channels its key head's programs share
-    Fault("gdn-rows-shared-q-read", "engine/kernels/gdn_rows.py",
-          "t, s, p, qc, own_q, stride_mt", "t, s, p, qc, qc, stride_mt",
+    # the GPU delta net's conv reading an earlier row of the tile's input from the ring (not yet written)
+    Fault("gdn-conv-ring-for-tile-rows", "engine/kernels/gdn_rows.py",
+          "here = ch * 0 + u >= 0", "here = ch * 0 + u >= 1 << 30",
+          ["tests/engine/test_gdn_rows.py::test_a_prompt_longer_than_the_ring"]),
+    # every row writing its conv inputs to the ring, also those a later row of its slot overwrites (a race)
+    Fault("gdn-ring-write-not-last-row", "engine/kernels/gdn_rows.py",
+          "        if later == 0:", "        if later >= 0:",
           ["tests/engine/test_gdn_rows.py::test_a_prompt_longer_than_the_ring"]),
     # the GPU's IQ4 lookup (PTX, never run by the interpreter) taking byte codes as prmt's nibble selectors
     Fault("iq4-prmt-byte-selectors", "engine/kernels/iq4.py",
