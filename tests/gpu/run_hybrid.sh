@@ -4,7 +4,7 @@
 # one real dense hybrid shape (Qwen3.5-9B's, Q4_K) with and without MTP drafts. Needs 2 GPUs for the
 # split checks (run with kind nvidia-h200-x2; on one GPU: DEV2=cuda:0,cuda:0 puts both stages on it).
 # NO_BENCH=1 leaves out the benchmarks; ARCHS="qwen35 ..." picks the batch-tested architectures. The delta
-# net's recurrence runs as one Triton kernel (engine.kernels.gdn_rows; hybrid stages then replay CUDA
+# net's recurrence runs as Triton kernels (engine.kernels.gdn_rows; hybrid stages then replay CUDA
 # graphs); the 9B bench also runs with STRATA_GPU_GDN=0 (torch rows, eager), then the qwen3.5-35b-a3b shape.
 # PROFILE=1 then profiles a 9B decode row and a 35B prompt tile (tests/gpu/profile_stage.py).
 set -euo pipefail
