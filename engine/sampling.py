@@ -63,7 +63,12 @@ def _head(probs: np.ndarray, below: float) -> tuple[np.ndarray, np.ndarray]:
     """The entries of `probs` at or above `below` in sampling order (descending, ties by index) and their
     indices: a first stretch of that order, since every entry it leaves out is smaller than one it keeps."""
     idx = np.flatnonzero(probs >= below)
-    idx = idx[np.argsort(-probs[idx], kind="stable")]
+    # one sort of unique 64-bit keys, the complement of the probability's bits (float32, >= +0) above the
+    # index: the same order as a stable argsort of -probs, 6x faster on 49K candidates here (numpy's SIMD
+    # sort; a flat row took 3.5 ms a draw)
+    bits = (probs[idx] + np.float32(0.0)).view(np.uint32)
+    key = ((np.uint32(0xFFFFFFFF) - bits).astype(np.uint64) << np.uint64(32)) | idx.astype(np.uint64)
+    idx = (np.sort(key) & np.uint64(0xFFFFFFFF)).astype(np.int64)
     return probs[idx], idx
 
 
