@@ -6,6 +6,11 @@ llama.cpp comes from the llama-cpp-python sdist built for this CPU, in its own v
     python3.11 -m venv /tmp/lcpvenv
     pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp/lcp
     CMAKE_ARGS="-DGGML_NATIVE=ON" /tmp/lcpvenv/bin/pip install /tmp/lcp/llama_cpp_python-0.3.36.tar.gz
+
+On a machine whose CPU lists amx_int8 / amx_tile (2026-12-02 here) that native build crashes in its first
+batch (SIGSEGV in ggml_backend_amx_mul_mat): build for AVX-512 without AMX instead,
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=ON
+      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON"
     /tmp/lcpvenv/bin/python tests/cpu/llama_cpp_side_by_side.py MODEL.gguf [THREADS] [PROMPT_TOKENS] [DECODE_TOKENS]
 
 Prints llama.cpp's load time, prompt reading (tokens/s over PROMPT_TOKENS tokens in one batch) and
