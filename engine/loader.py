@@ -23,7 +23,7 @@ from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
-from engine.model_info import INT4_PARTS, cpu_matrix_bytes, layer_bytes, model_info
+from engine.model_info import INT4_PARTS, cpu_matrix_bytes, gpu_matrix_bytes, layer_bytes, model_info
 from engine.weights import WeightLoader
 
 # STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
@@ -153,8 +153,8 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense, fast)
     lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-    embd = 0 if on_cpu else gf.tensors["token_embd.weight"].nbytes    # CPU: rows read from the mapped file
-    head = cpu_matrix_bytes(head_t, dense, fast) if on_cpu else head_t.nbytes
+    embd = 0 if on_cpu else gpu_matrix_bytes(gf.tensors["token_embd.weight"])   # CPU: rows read from the mapped file
+    head = cpu_matrix_bytes(head_t, dense, fast) if on_cpu else gpu_matrix_bytes(head_t)
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
         depth = plan.depth(pipelined=len(groups) > 1) if plan.mtp else 0

@@ -33,9 +33,19 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
     return parts * t.n_elements * 5 // 8 if parts else t.n_elements * bytes_per_value
 
 
+# GPU stages keep these IQ types as Q8_0's planes with float32 scales, 9 bits per value
+# (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
+RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
+
+
+def gpu_matrix_bytes(t) -> int:
+    """Bytes a GPU stage keeps for a tensor: as stored, or RUN_INT8's planes."""
+    return t.n_elements * 9 // 8 if t.qtype.name in RUN_INT8 and len(t.shape) > 1 else t.nbytes
+
+
 def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:
-    """Bytes of each block: quantized bytes as stored, or for CPU stages (bytes_per_value given) what
-    they keep of each matrix (cpu_matrix_bytes; 1-D norms stay float32)."""
+    """Bytes of each block: what GPU stages keep (gpu_matrix_bytes), or for CPU stages (bytes_per_value
+    given) what they keep of each matrix (cpu_matrix_bytes; 1-D norms stay float32)."""
     out = [0] * n_blocks
     for t in gf.tensors.values():
         index = t.name.split(".")[1] if t.name.startswith("blk.") else ""
@@ -43,7 +53,7 @@ def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None,
             i = int(index)
             if i < n_blocks:
                 dense = bytes_per_value is not None and len(t.shape) > 1
-                out[i] += cpu_matrix_bytes(t, bytes_per_value, fast) if dense else t.nbytes
+                out[i] += cpu_matrix_bytes(t, bytes_per_value, fast) if dense else gpu_matrix_bytes(t)
     return out
 
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 from gguf import quants as gq
+from gguf.constants import GGMLQuantizationType as QT
 
 from engine.quant_kquants import QK_K, constant, f16_field
 
@@ -100,12 +101,19 @@ def decode_iq4_xs(blocks: torch.Tensor) -> torch.Tensor:
 
 # ---- 2-bit grids (values 8, 25, 43 per grid byte) ----
 
+def _iq2_xxs_aux(blocks: torch.Tensor) -> torch.Tensor:
+    return words(blocks[:, 2:66].reshape(-1, 8, 8)[:, :, 4:8], 4)[..., 0]   # (n, 8): each run's u32 aux
+
+
+def _iq2_xxs_db(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * (0.5 + (_iq2_xxs_aux(blocks) >> 28).float()) * 0.25     # (n, 8)
+
+
 def decode_iq2_xxs(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
     qs = blocks[:, 2:66].reshape(n, 8, 8)                                 # per 32 values: u32 grid bytes, u32 aux
-    aux = words(qs[:, :, 4:8], 4)[..., 0]                                 # (n, 8)
-    db = (d * (0.5 + (aux >> 28).float()) * 0.25).reshape(n, 8, 1, 1)
+    aux = _iq2_xxs_aux(blocks)
+    db = _iq2_xxs_db(blocks).reshape(n, 8, 1, 1)
     grid = table("IQ2_XXS", blocks.device)[qs[:, :, :4].long()]           # (n, 8, 4, 8)
     return (db * grid * ksigns(aux)).reshape(n, QK_K)
 
@@ -135,21 +143,26 @@ def decode_iq2_s(blocks: torch.Tensor) -> torch.Tensor:
 
 # ---- 3-bit grids ----
 
+def _iq3_xxs_db(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * (0.5 + (words(blocks[:, 66:98], 4) >> 28).float()) * 0.5      # (n, 8)
+
+
 def decode_iq3_xxs(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
     qs, aux = blocks[:, 2:66], words(blocks[:, 66:98], 4)                 # aux (n, 8)
-    db = (d * (0.5 + (aux >> 28).float()) * 0.5).reshape(n, 8, 1, 1)
+    db = _iq3_xxs_db(blocks).reshape(n, 8, 1, 1)
     grid = table("IQ3_XXS", blocks.device)[qs.long()].reshape(n, 8, 4, 8)
     return (db * grid * ksigns(aux)).reshape(n, QK_K)
 
 
+def _iq3_s_db(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * (1 + 2 * nibbles_interleaved(blocks[:, 106:110]).long()).float()   # (n, 8)
+
+
 def decode_iq3_s(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
-    qs, qh, sg, scales = blocks[:, 2:66], blocks[:, 66:74], blocks[:, 74:106], blocks[:, 106:110]
-    sc = nibbles_interleaved(scales).long()                               # (n, 8)
-    db = (d * (1 + 2 * sc).float()).reshape(n, 8, 1, 1)
+    qs, qh, sg = blocks[:, 2:66], blocks[:, 66:74], blocks[:, 74:106]
+    db = _iq3_s_db(blocks).reshape(n, 8, 1, 1)
     signs = signs_of(bits8(sg)).reshape(n, 8, 4, 8)
     high = bits8(qh).reshape(n, 64).long()
     grid = table("IQ3_S", blocks.device)[qs.long() | (high << 8)].reshape(n, 8, 4, 8)
@@ -158,11 +171,14 @@ def decode_iq3_s(blocks: torch.Tensor) -> torch.Tensor:
 
 # ---- 1-bit grids (values -1, 0, 1) plus a +-delta ----
 
+def _iq1_s_dl(blocks: torch.Tensor) -> torch.Tensor:
+    return f16_field(blocks, 0) * (2 * ((words(blocks[:, 34:50], 2) >> 12) & 7) + 1).float()     # (n, 8)
+
+
 def decode_iq1_s(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
     qs, qh = blocks[:, 2:34], words(blocks[:, 34:50], 2)                  # qh (n, 8)
-    dl = (d * (2 * ((qh >> 12) & 7) + 1).float()).reshape(n, 8, 1, 1)
+    dl = _iq1_s_dl(blocks).reshape(n, 8, 1, 1)
     delta = (IQ1_DELTA - 2 * IQ1_DELTA * ((qh >> 15) & 1).float()).reshape(n, 8, 1, 1)
     high = (shifted(qh, 0, 3, 6, 9) & 7).reshape(n, 32)
     grid = table("IQ1_S", blocks.device)[qs.long() | (high << 8)].reshape(n, 8, 4, 8)
@@ -187,3 +203,19 @@ DECODERS = {
     "IQ2_XXS": decode_iq2_xxs, "IQ2_XS": decode_iq2_xs, "IQ2_S": decode_iq2_s,
     "IQ1_S": decode_iq1_s, "IQ1_M": decode_iq1_m,
 }
+
+
+# Types whose every value is an integer multiple of a float32 factor per 32-value run, the products
+# exact in float32 (an f16 d times a small odd number times a grid value of at most 6 bits): the run's
+# scale (IQ3_S, IQ3_XXS, IQ2_XXS), or its scale / 8 (IQ1_S: grid +- 1/8 = (8 grid +- 1) / 8).
+RUN_FACTORS = {
+    QT.IQ3_S: _iq3_s_db,
+    QT.IQ3_XXS: _iq3_xxs_db,
+    QT.IQ2_XXS: _iq2_xxs_db,
+    QT.IQ1_S: lambda blocks: _iq1_s_dl(blocks) * IQ1_DELTA,
+}
+
+
+def run_factors(blocks: torch.Tensor, qtype) -> torch.Tensor:
+    """(n blocks, 8) float32: each 32-value run's factor (RUN_FACTORS), as the decoders compute it."""
+    return RUN_FACTORS[QT(qtype)](blocks)

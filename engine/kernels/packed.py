@@ -11,7 +11,10 @@ that walks it issues byte loads at odd strides. Repacked, every weight row is
             unpacked from their 12-byte field; int8 [N, K/256, 8] (IQ4_XS): each 32-value run's scale - 32.
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
-IQ4_NL's 16 values.
+IQ4_NL's 16 values. IQ3_S, IQ3_XXS, IQ2_XXS and IQ1_S take Q8_0's planes with float32 scales: each value
+is a float32 factor per 32-value run times a small integer (engine.quant_iquants.RUN_FACTORS), so the
+run's factor and the int8 integers give the values exactly, and the int8 kernels read them as Q8_0
+(9 bits per weight where the file has 1.56-3.44, against 16 for the dense copy they had before).
 
 Nothing is rounded or re-quantized: `unpack` gives back exactly the values `engine.quant.dequantize`
 gives for the original bytes (same float32 operations), and the tests check it bit for bit. The
@@ -27,8 +30,10 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 from engine.quant_kquants import scale_min_k4
 
-PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS})
-KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6}   # the kernels' QTYPE constexpr
+RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS}) | RUN_INT8_TYPES
+KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
+        **{t: 1 for t in RUN_INT8_TYPES}}
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
@@ -71,6 +76,8 @@ def pack(data: torch.Tensor, qtype, k: int) -> Packed:
     f16 = lambda lo: b[..., lo:lo + 2].contiguous().view(torch.float16).squeeze(-1)  # noqa: E731
     if qtype == QT.Q8_0:
         return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
+    if qtype in RUN_INT8_TYPES:
+        return _run_int8(data, qtype, n, k)
     if qtype == QT.Q4_0:
         return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
     if qtype == QT.Q4_1:
@@ -90,6 +97,33 @@ def pack(data: torch.Tensor, qtype, k: int) -> Packed:
         sub = ((low | (high << 4)) - 32).to(torch.int8).contiguous()
         return Packed(qtype, n, k, b[..., 8:].reshape(n, k // 2).contiguous(), f16(0).contiguous(), sub)
     raise ValueError(f"no packed layout for {qtype.name}")
+
+
+def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
+    """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
+    read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
+    are whole: checked); a d of 0, inf or NaN then gives back what engine.quant gives too."""
+    from engine.quant import dequantize
+    from engine.quant_iquants import run_factors
+
+    block, size = GGML_QUANT_SIZES[qtype]
+    codes = torch.empty((n, k), dtype=torch.int8, device=data.device)
+    scales = torch.empty((n, k // 32), dtype=torch.float32, device=data.device)
+    step = max(1, (1 << 22) // k)                 # rows at a time: bounded float32 temporaries
+    for a in range(0, n, step):
+        rows = data[a:a + step].reshape(-1, size)
+        m = rows.shape[0] * block // k
+        unit = rows.clone()
+        unit[:, 0], unit[:, 1] = 0x00, 0x3C       # d = 1.0 (float16, little-endian)
+        values = dequantize(unit.reshape(-1), qtype, m * k).reshape(m, k // 32, 32)
+        f = run_factors(unit, qtype).reshape(m, k // 32, 1)
+        q = values / f
+        if not torch.equal(q.round(), q) or not (q.abs() <= 127).all() or not torch.equal(q * f, values):
+            raise ValueError(f"{qtype.name} rows {a}..{a + m - 1}: values that are not whole multiples of "
+                             f"their runs' scales")
+        codes[a:a + m] = q.reshape(m, k).to(torch.int8)
+        scales[a:a + m] = run_factors(rows, qtype).reshape(m, k // 32)
+    return Packed(qtype, n, k, codes, scales)
 
 
 def cat(parts: list[Packed]) -> Packed:
@@ -112,7 +146,7 @@ def _nibbles(codes: torch.Tensor, group: int) -> torch.Tensor:
 def unpack(p: Packed) -> torch.Tensor:
     """The float32 values [N, K], with engine.quant's operations (bit-identical to it)."""
     n, k = p.n, p.k
-    if p.qtype == QT.Q8_0:
+    if p.kind == 1:                               # Q8_0 and the run-int8 IQ types
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
     if p.qtype in IQ4_TYPES:
         from engine.quant_iquants import table

@@ -41,6 +41,20 @@ def test_unpack_is_bit_identical_to_engine_quant(qt):
         assert same_bits(unpack(pack(data, qt, k)), dequantize(data, qt, 7 * k).reshape(7, k))
 
 
+def test_run_int8_types_are_q8_planes_with_float32_scales():
+    """IQ3_S, IQ3_XXS, IQ2_XXS and IQ1_S become int8 codes and a float32 scale per 32 values (the int8
+    kernels read them as Q8_0), the values exact (test_unpack_is_bit_identical_to_engine_quant); the
+    GPU memory estimate (engine.model_info, no torch) names the same types."""
+    from engine.kernels.packed import RUN_INT8_TYPES
+    from engine.model_info import RUN_INT8
+
+    assert {t.name for t in RUN_INT8_TYPES} == RUN_INT8
+    for qt in RUN_INT8_TYPES:
+        p = pack(blocks(qt, 3, 512), qt, 512)
+        assert p.kind == 1 and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
+        assert p.nbytes == 3 * 512 * 9 // 8 and p.codes.abs().max() > 1
+
+
 def test_stacked_rows_are_views_of_the_same_values():
     a, b = blocks(QT.Q4_K, 5, 512, 1), blocks(QT.Q4_K, 3, 512, 2)
     both = cat([pack(a, QT.Q4_K, 512), pack(b, QT.Q4_K, 512)])

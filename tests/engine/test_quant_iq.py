@@ -120,7 +120,7 @@ def qm():
     return importlib.import_module("engine.kernels.quant_matmul")
 
 
-@pytest.mark.parametrize("qtype", [QT.IQ4_XS, QT.IQ3_S, QT.IQ1_M], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.IQ4_XS, QT.IQ2_XS, QT.IQ1_M], ids=lambda t: t.name)
 def test_gpu_path_falls_back_to_the_dense_copy(qm, monkeypatch, qtype):
     """Types without GPU kernels, and IQ4 under STRATA_GPU_IQ4=0, keep a dense copy."""
     from engine.kernels import packed
