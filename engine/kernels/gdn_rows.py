@@ -86,6 +86,19 @@ def _conv_kernel(mixed_ptr, w_ptr, ring_ptr, slot_ptr, pos_ptr, n_ptr, qk_ptr, v
 
 
 @triton.jit
+def _scan_inputs(qk_ptr, v_ptr, g_ptr, beta_ptr, slot_ptr, pos_ptr, t, n, j, kh, d, col, NK, NV, HD: tl.constexpr):
+    """Row t's slot, position, q, k, v and its two per-head scalars (zeros from row n on)."""
+    s = tl.load(slot_ptr + t, mask=t < n, other=0).to(tl.int64)
+    p = tl.load(pos_ptr + t, mask=t < n, other=0).to(tl.int32)
+    q = tl.load(qk_ptr + (t * 2 * NK + kh) * HD + d, mask=d * 0 + t < n, other=0.0)
+    k = tl.load(qk_ptr + (t * 2 * NK + NK + kh) * HD + d, mask=d * 0 + t < n, other=0.0)
+    v = tl.load(v_ptr + (t * NV + j) * HD + col, mask=col * 0 + t < n, other=0.0)
+    ga = tl.load(g_ptr + t * NV + j, mask=t < n, other=0.0)
+    gb = tl.load(beta_ptr + t * NV + j, mask=t < n, other=0.0)
+    return s, p, q, k, v, ga, gb
+
+
+@triton.jit
 def _scan_kernel(qk_ptr, v_ptr, g_ptr, beta_ptr, state_ptr, out_ptr, slot_ptr, pos_ptr, n_ptr, stride_ss,
                  stride_sr, stride_sh, NK, NV, RING, dtb_ptr, A_ptr, HD: tl.constexpr, TILED: tl.constexpr,
                  BJ: tl.constexpr, GATED: tl.constexpr):
@@ -96,22 +109,24 @@ def _scan_kernel(qk_ptr, v_ptr, g_ptr, beta_ptr, state_ptr, out_ptr, slot_ptr, p
         kh = j // (NV // NK)
     d = tl.arange(0, HD)
     col = tl.program_id(1) * BJ + tl.arange(0, BJ)
+    n = tl.load(n_ptr)
     S = tl.zeros((HD, BJ), dtype=tl.float32)
     last_s = tl.load(slot_ptr).to(tl.int64) * 0 - 1      # the slot and position S holds (none yet)
     last_p = tl.load(pos_ptr).to(tl.int32) * 0 - 2
-    for t in range(tl.load(n_ptr)):
-        s = tl.load(slot_ptr + t).to(tl.int64)
-        p = tl.load(pos_ptr + t).to(tl.int32)
-        q = tl.load(qk_ptr + (t * 2 * NK + kh) * HD + d)
-        k = tl.load(qk_ptr + (t * 2 * NK + NK + kh) * HD + d)
-        v = tl.load(v_ptr + (t * NV + j) * HD + col)
+    # each row's inputs are loaded one row ahead, so their latency hides behind the row before
+    s_n, p_n, q_n, k_n, v_n, ga_n, gb_n = _scan_inputs(qk_ptr, v_ptr, g_ptr, beta_ptr, slot_ptr, pos_ptr, 0, n,
+                                                       j, kh, d, col, NK, NV, HD)
+    for t in range(n):
+        s, p, q, k, v, ga, gb = s_n, p_n, q_n, k_n, v_n, ga_n, gb_n
+        s_n, p_n, q_n, k_n, v_n, ga_n, gb_n = _scan_inputs(qk_ptr, v_ptr, g_ptr, beta_ptr, slot_ptr, pos_ptr, t + 1,
+                                                           n, j, kh, d, col, NK, NV, HD)
         if GATED:       # g_ptr / beta_ptr hold the projections a and b: the decay and beta from them here
-            a = tl.load(g_ptr + t * NV + j) + tl.load(dtb_ptr + j)
+            a = ga + tl.load(dtb_ptr + j)
             decay = tl.exp(tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(tl.minimum(a, 20.0)))) * tl.load(A_ptr + j))
-            beta = 1.0 / (1.0 + tl.exp(-tl.load(beta_ptr + t * NV + j)))
+            beta = 1.0 / (1.0 + tl.exp(-gb))
         else:
-            decay = tl.exp(tl.load(g_ptr + t * NV + j))
-            beta = tl.load(beta_ptr + t * NV + j)
+            decay = tl.exp(ga)
+            beta = gb
         if (s == last_s) & (p == last_p + 1):
             S = S * decay
         else:           # from the ring (this program's own columns: an earlier row of this tile may have written them)
