@@ -23,7 +23,13 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, gpu_dtype: torch.dtyp
         from engine.kernels.fused import rms_norm as fused_rms_norm
 
         return fused_rms_norm(x, w, eps, gpu_dtype)
-    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)     # x * rsqrt(mean(x^2) + eps) * w, in one call
+    return torch_rms_norm(x, w, eps)
+
+
+def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """rms_norm's CPU form, on any device: x * rsqrt(mean(x^2) + eps) * w in float32, in one torch call
+    (what autograd can see through: engine.mtp_train trains with it on a GPU too)."""
+    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)
 
 
 def rope_tables(base: float, rope_dim: int, n_pos: int, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,16 +23,10 @@ from torch import nn
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
-from engine.layers import apply_rope, glu, rope_tables
+from engine.layers import apply_rope, glu, rope_tables, torch_rms_norm as rms_norm
 
 TRAINABLE_ARCHS = ("llama", "qwen3")
 TOP_K = 32                     # teacher probabilities kept per row
-
-
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """engine.layers.rms_norm as it runs on a CPU, on any device (on a GPU that one is a Triton kernel,
-    which autograd cannot see through: training there failed, 'element 0 of tensors does not require grad')."""
-    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)
 
 
 @dataclass
