@@ -5,9 +5,10 @@
 # The build (CUDA, sm_90, the two targets only) takes about 3 minutes and stays in /tmp/llama.cpp while the
 # machine is warm. QTYPES (default "Q4_K IQ4_XS IQ3_S") picks the 8B shape's types; MOE=1 adds the
 # qwen3-30b-a3b shape in Q4_K, HYBRID=1 the qwen3.5-9b shape. The build's log: $OUT/llama_cpp_build.log.
+# BUILD_ONLY=1 builds and stops (run it in the background of another call); ENGINE=1 also runs `strata bench`
+# on each file right after llama.cpp (1 and 8 streams, a 512-token prompt, 128 tokens), same call, same GPU.
 set -euo pipefail
-source "$(dirname "$0")/env.sh"
-L=/tmp/llama.cpp
+L=/tmp/llama.cpp OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 if [ ! -x $L/build/bin/llama-bench ]; then
   rm -rf $L && tar xzf .llamacpp/src.tgz -C /tmp
   cmake -S $L -B $L/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF \
@@ -17,6 +18,8 @@ if [ ! -x $L/build/bin/llama-bench ]; then
     || { tail -30 "$OUT/llama_cpp_build.log"; echo "FAIL: llama.cpp build"; exit 1; }
   echo "llama.cpp built in $(( $(date +%s) - start )) s"
 fi
+[ -n "${BUILD_ONLY:-}" ] && exit 0     # (before env.sh: this needs only .llamacpp)
+source "$(dirname "$0")/env.sh"
 files=()
 for q in ${QTYPES:-Q4_K IQ4_XS IQ3_S}; do
   $S make-model --arch llama --shape llama-3-8b --qtype $q --out $M/l8b-$q.gguf >/dev/null; files+=($M/l8b-$q.gguf)
@@ -33,5 +36,7 @@ for f in "${files[@]}"; do
   check "llama-bench $n" timeout 240 $L/build/bin/llama-bench -m $f -ngl 99 -p 512 -n 128 -r 3 -o md
   check "llama-batched-bench $n" tail_of 6 timeout 240 $L/build/bin/llama-batched-bench -m $f -ngl 99 -c 4096 \
     -npp 128 -ntg 128 -npl 1,8
+  [ -z "${ENGINE:-}" ] || check "strata bench $n" timeout 240 $S bench --model $f --devices cuda:0 --streams 1,8 \
+    --parallel 8 --prompt-tokens 512 --max-tokens 128 --ctx 2048
 done
 summary
