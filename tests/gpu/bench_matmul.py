@@ -36,7 +36,7 @@ SHAPES = {   # (name, N, K)
                       ("expert down", 2048, 768)],
 }
 ROWS = (1, 4, 8, 16)
-SWEPT = {("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("llama-3-8b", "wo"), ("smollm2-135m", "gate|up"),
+SWEPT = {("llama-3-8b", "gate|up"), ("llama-3-8b", "up"), ("llama-3-8b", "down"), ("llama-3-8b", "qkv"), ("llama-3-8b", "wo"), ("smollm2-135m", "gate|up"),
          ("smollm2-135m", "head")}
 
 
@@ -161,7 +161,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
             mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
             row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
-        for cfg in (configs or []) if m in (1, 8) or (configs and configs[0][0] == "rb" and m <= 16) else []:
+        for cfg in (configs or []) if m in (1, 8, 16) and m <= sm.DECODE_ROWS else []:
             try:
                 if cfg[0] == "rb":
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
@@ -196,20 +196,22 @@ def main() -> int:
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
+    ap.add_argument("--no-checks", action="store_true", help="time only (the checks compile every type first)")
+    ap.add_argument("--matrices", help="time only these matrices (comma-separated names, e.g. gate|up,down)")
     ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
     bw = copy_bandwidth()
     print(f"device copy bandwidth {bw:.0f} GB/s ({torch.cuda.get_device_name()})")
     fails = []
-    for qt in (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS):
+    for qt in () if args.no_checks else (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS):
         for n, k in ((1024, 4096), (576, 1536), (960, 576)):
             if k % GGML_QUANT_SIZES[qt][0] == 0:
                 fails += check(qt, n, k)
-    for qt in (QT.Q6_K, QT.Q5_0):
+    for qt in () if args.no_checks else (QT.Q6_K, QT.Q5_0):
         fails += check_gguf_kernel(qt, 1024, 4096)
     configs = None
     if args.sweep:
-        configs = [(w, nr) for w in (2, 4, 8) for nr in (1, 2)]
+        configs = [(w, nr) for w in (4, 8) for nr in (1, 2, 4, 8)]
     if args.sweep_imma:
         configs = [("imma", bn, w, st, tg) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 4)
                    for tg in (264, 528)]
@@ -223,7 +225,7 @@ def main() -> int:
         if args.only and model != args.only:
             continue
         for matrix, n, k in SHAPES[model]:
-            if k % GGML_QUANT_SIZES[qt][0]:
+            if k % GGML_QUANT_SIZES[qt][0] or (args.matrices and matrix not in args.matrices.split(",")):
                 continue
             sweep = configs if (configs and (model, matrix) in SWEPT) else None
             rows += bench(qt, (model, matrix), n, k, bw, configs=sweep)
