@@ -25,6 +25,7 @@ class Tile:
     n_dev: torch.Tensor | None = None   # n_real as a device scalar (GPU decode kernels skip the rest)
     at: tuple[int, int] | None = None   # a one-row CPU tile: its (slot, position) as host ints
     size: int = 0             # the tile's rows where only its real rows are passed (Stage.row_count_free)
+    per_row: bool = False     # a CPU decode tile: each row's attention alone, as a one-row tile computes it
 
 
 def matmul_input(x: torch.Tensor, norm: torch.Tensor, cfg: ModelConfig, m: QuantTensor) -> torch.Tensor:
@@ -71,7 +72,7 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
         k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
         v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)
     a = attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, tile.at,
-                  tile.size)
+                  tile.size, tile.per_row)
     a = a.reshape(T, cfg.n_heads * cfg.head_dim)
     if gate is not None:
         a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)

@@ -76,15 +76,19 @@ def rotate(x: torch.Tensor, c: torch.Tensor, s: torch.Tensor, neox: bool) -> tor
 
 def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
               pos: torch.Tensor, window: int, scale: float, at: tuple[int, int] | None = None,
-              rows: int = 0) -> torch.Tensor:
+              rows: int = 0, per_row: bool = False) -> torch.Tensor:
     """Row-invariant attention of each row over its own slot's cached keys 0..pos.
 
     q [T, H, hd]; k_cache/v_cache [slots, ctx, kvh, hd]; slot/pos [T] (long). `window` > 0 limits each
     row to the last `window` positions (sliding-window layers). Returns [T, H, hd]. at: a one-row
     tile's (slot, pos) as host ints, where the caller has them. rows: the tile's row count where q holds
     only its real rows (T < rows): the rows are computed as in the full tile (its products have the same
-    shapes; rows added at position 0 of the first row's slot are left out of the result).
+    shapes; rows added at position 0 of the first row's slot are left out of the result). per_row: a CPU
+    decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets).
     """
+    if per_row and not q.is_cuda and q.shape[0] > 1:
+        return torch.cat([_one_row_attention(q[i:i + 1], k_cache, v_cache, s, p, window, scale)
+                          for i, (s, p) in enumerate(zip(slot.tolist(), pos.tolist()))])
     if rows > q.shape[0] and not q.is_cuda:
         n = q.shape[0]
         pad = rows - n

@@ -30,6 +30,9 @@ from engine.weights import WeightLoader
 # (512 rows: each weight is dequantized once per tile for its rows, engine.kernels.stream_matmul.PROMPT_KERNEL)
 _GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "512"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
+              # CPU stages in the fast mode whose every matrix is int4 (Stage.rows_free): a window's decode rows
+              # (several streams, a slot's proposals) share tiles of up to 8, a lone row keeps its 1-row tile
+              "cpu-rows": TileSizes(prompt=32, decode=8, chunk=64, solo=1),
               "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
               # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window
@@ -260,13 +263,15 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         last = stages[-1]
         drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
                              else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
-    if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices:
-        notes.append("drafts on CPU stages: decode rows run one per matmul call there (the fastest path without "
-                     "drafts), so each proposal costs about one more decode row; drafts save time on GPU stages")
+    rows_free = all(s.rows_free for s in stages)
+    if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices and not rows_free:
+        notes.append("drafts on CPU stages: decode rows run one per matmul call there (dense or routed weights: "
+                     "--dtype float32 or an MoE/hybrid model), so each proposal costs about one more decode row")
     if (config.spec > 1 or config.piped_mtp > 0) and config.draft == "mtp" and drafter is None:
         notes.append("MTP drafts asked for but the model has no MTP (nextn) layer: no drafts (try --draft lookup)")
     kind = "cuda" if any(d.startswith("cuda") for d in devices) else "cpu"
-    pipeline = Pipeline(stages, TILE_SIZES[kind + ("-moe" if kind == "cuda" and cfg.is_moe else "")], threads, lone)
+    kind += "-moe" if kind == "cuda" and cfg.is_moe else "-rows" if kind == "cpu" and rows_free else ""
+    pipeline = Pipeline(stages, TILE_SIZES[kind], threads, lone)
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
     for s in stages:              # one at a time, before any stage thread makes CUDA calls

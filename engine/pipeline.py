@@ -31,7 +31,8 @@ class TileSizes:
     depends only on the row itself (is its position inside its request's prompt?), so a row is always
     computed at the same tile size whatever else runs.
     CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
-    prompt still fits one tile), decode rows one per call (a lone decode is not padded at all).
+    prompt still fits one tile), decode rows one per call (a lone decode is not padded at all); where
+    every matrix is int4 (fast mode, Stage.rows_free) decode rows share 8-row tiles (a lone one: 1 row).
     GPU: prompt rows in 512-row tiles, decode rows in 16-row tiles (a lone one in a 1-row tile), each
     size its own CUDA graph. Prompt tiles dequantize each weight once for the tile and multiply on
     cuBLAS (engine.kernels.stream_matmul.PROMPT_KERNEL; a row's result is its own at the tile's fixed
@@ -76,14 +77,17 @@ class Rows:
     feed: Rows | None = None
     successor: tuple | None = None       # (rows, finish, future) queued on this window, not launched yet
     pre: tuple | None = None             # (y, made, marks): launched early, while its feeding window finished
+    decode_from: int = 0                 # the padded index where the decode rows' tiles begin
 
     @classmethod
     def build(cls, tokens: list[int], slots: list[int], positions: list[int], sizes: TileSizes,
               scratch_slot: int, is_prompt: list[bool] | None = None):
         kinds = is_prompt if is_prompt is not None else [True] * len(tokens)
         toks, sl, ps, bounds, index = [], [], [], [], [0] * len(tokens)
+        decode_from = 0
         for want in (True, False):
             rows = [i for i, k in enumerate(kinds) if k == want]
+            decode_from = len(toks)
             for a, n, real in sizes.tiles(len(rows), want):
                 chunk = rows[a:a + real]
                 start = len(toks)
@@ -95,11 +99,11 @@ class Rows:
                 ps += [positions[i] for i in chunk] + [0] * pad
                 bounds.append((start, n, len(chunk)))
         t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
-        return cls(t(toks), t(sl), t(ps), len(tokens), bounds, index)
+        return cls(t(toks), t(sl), t(ps), len(tokens), bounds, index, decode_from=decode_from)
 
     def tiles(self):
         for a, size, real in self.bounds:
-            yield a, size, Tile(self.slot[a:a + size], self.pos[a:a + size], real)
+            yield a, size, Tile(self.slot[a:a + size], self.pos[a:a + size], real, per_row=a >= self.decode_from)
 
 
 class BusyMeter:

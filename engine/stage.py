@@ -11,6 +11,7 @@ from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
 from engine.graphs import TileGraph
 from engine.layers import rms_norm, rope_tables, rotation_tables
+from engine.quant import QuantTensor
 from engine.weights import DeltaNetWeights, WeightLoader
 
 
@@ -52,6 +53,17 @@ class Stage:
         self.head_threads = 0
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
         self._graphed: dict[int, bool] = {}
+
+    @property
+    def rows_free(self) -> bool:
+        """Whether any number of decode rows may share a tile here with each row's bits those of the row
+        alone: a CPU stage whose blocks run real rows only (row_count_free) and whose every matrix, the head
+        too, is int4 (its kernel gives a row the same bits at any row count; a dense copy's GEMM does not),
+        each row's attention then computed alone (Tile.per_row)."""
+        mats = [m for lw in self.layers for m in vars(lw).values() if isinstance(m, QuantTensor)]
+        if self.head is not None:
+            mats.append(self.head.output)
+        return self.row_count_free and all(m.int4 is not None for m in mats)
 
     @property
     def weight_bytes(self) -> int:
@@ -105,14 +117,15 @@ class Stage:
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
             return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)
-        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real)), None
+        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real,
+                                     per_row=tile.per_row)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
             tile = replace(tile, at=(int(tile.slot[0]), int(tile.pos[0])))
         elif self.row_count_free and 0 < tile.n_real < x.shape[0]:     # the padding rows left out
             n = tile.n_real
-            y = self._forward(x[:n], Tile(tile.slot[:n], tile.pos[:n], n, size=x.shape[0]))
+            y = self._forward(x[:n], Tile(tile.slot[:n], tile.pos[:n], n, size=x.shape[0], per_row=tile.per_row))
             return torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])

@@ -1,6 +1,7 @@
 """How a window's rows are packed into tiles (engine.pipeline.Rows.build): prompt rows first in prompt
 tiles, decode rows in decode tiles, and on a GPU a decode row alone in its tile in a 1-row tile (its
-own graph, where the int8 decode kernel takes one x row per pass)."""
+own graph, where the int8 decode kernel takes one x row per pass); on a CPU stage whose matrices are all
+int4 likewise, with up to 8 decode rows per tile (engine.stage.Stage.rows_free)."""
 from __future__ import annotations
 
 from engine.loader import TILE_SIZES
@@ -32,3 +33,11 @@ def test_cpu_tiles_are_unchanged():
     assert tiles(0, 3, "cpu") == [(1, 1)] * 3
     assert tiles(33, 0, "cpu") == [(32, 32), (32, 1)]
     assert TILE_SIZES["cpu"].decode_sizes() == {1}
+
+
+def test_cpu_int4_stages_share_decode_tiles():
+    assert tiles(0, 1, "cpu-rows") == [(1, 1)]
+    assert tiles(0, 3, "cpu-rows") == [(8, 3)]
+    assert tiles(0, 9, "cpu-rows") == [(8, 8), (1, 1)]
+    assert tiles(33, 2, "cpu-rows") == [(32, 32), (32, 1), (8, 2)]
+    assert TILE_SIZES["cpu-rows"].decode_sizes() == {1, 8}
