@@ -41,7 +41,7 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     T = x.shape[0]
     rows = tile.size or T                         # the tile's row count: the matmuls' tiles
     h = matmul_input(x, lw.attn_norm, cfg, lw.wq)
-    q, k, v = linears([lw.wq, lw.wk, lw.wv], lw.qkv, h, rows)
+    q, k, v = linears([lw.wq, lw.wk, lw.wv], lw.qkv, h, rows, tile.per_row)
     if lw.bq is not None:
         q, k, v = q + lw.bq, k + lw.bk, v + lw.bv
     gate = None
@@ -76,7 +76,7 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     a = a.reshape(T, cfg.n_heads * cfg.head_dim)
     if gate is not None:
         a = (a.float() * torch.sigmoid(gate.float())).to(a.dtype)
-    o = lw.wo.linear(a, rows)
+    o = lw.wo.linear(a, rows, alone=tile.per_row)
     if lw.post_attn_norm is not None:
         o = rms_norm(o, lw.post_attn_norm, cfg.norm_eps)
     return x + o
@@ -109,10 +109,10 @@ def route(lw: LayerWeights, cfg: ModelConfig, h: torch.Tensor) -> tuple[torch.Te
 
 
 def dense_ffn(gate: QuantTensor, up: QuantTensor, down: QuantTensor, stack, h: torch.Tensor, gelu: bool,
-              rows: int = 0):
+              rows: int = 0, alone: bool = False):
     T = rows or h.shape[0]
-    g, u = linears([gate, up], stack, h, T)
-    return down.linear(glu(g, u, gelu), T)
+    g, u = linears([gate, up], stack, h, T, alone)
+    return down.linear(glu(g, u, gelu), T, alone=alone)
 
 
 def device_experts(lw: LayerWeights, rows: int) -> bool:
@@ -172,13 +172,13 @@ def shared_experts(lw: LayerWeights, h: torch.Tensor, out: torch.Tensor) -> torc
 
 
 def ffn_part(lw: LayerWeights, cfg: ModelConfig, x: torch.Tensor, n_dev: torch.Tensor | None = None,
-             rows: int = 0) -> torch.Tensor:
-    """rows: the tile's row count where x holds only its real rows (Tile.size)."""
+             rows: int = 0, alone: bool = False) -> torch.Tensor:
+    """rows: the tile's row count where x holds only its real rows (Tile.size); alone: Tile.per_row."""
     h = matmul_input(x, lw.ffn_norm, cfg, lw.w_gate if lw.router is None else lw.router)
     if lw.router is not None:
         f = moe(lw, cfg, h, n_dev)
     else:
-        f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu, rows)
+        f = dense_ffn(lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, h, cfg.gelu, rows, alone)
     if lw.post_ffw_norm is not None:
         f = rms_norm(f, lw.post_ffw_norm, cfg.norm_eps)
     return x + f
@@ -216,5 +216,5 @@ def run_blocks(lws: list[LayerWeights], cfg: ModelConfig, first: int, x: torch.T
                               tile.n_dev).float()
         else:
             x = attention_part(lw, cfg, layer, x, tile, ks[j], vs[j], rope_of(layer))
-        x = ffn_part(lw, cfg, x, tile.n_dev, tile.size)
+        x = ffn_part(lw, cfg, x, tile.n_dev, tile.size, tile.per_row)
     return x

@@ -244,12 +244,14 @@ class QuantTensor:
             picked = dequantize(self.data[flat], self.qtype, flat.numel() * cols).to(self.compute_dtype)
         return picked.reshape(*ids.shape, cols)
 
-    def linear(self, x: torch.Tensor, tile: int = LINEAR_TILE, n_dev: torch.Tensor | None = None) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, tile: int = LINEAR_TILE, n_dev: torch.Tensor | None = None,
+               alone: bool = False) -> torch.Tensor:
         """x[..., in] @ W.T -> [..., out] in the compute dtype (f32 or bf16), row-invariant: a row's
         result is bit-identical whatever the other rows hold and however many there are. On CPU the
         rows run on zero-padded tiles of exactly `tile` rows (the caller keeps it fixed per row kind);
         the CUDA kernels are row-invariant at any row count (n_dev: a device scalar, the count of real
-        rows; the decode kernel computes only those)."""
+        rows; the decode kernel computes only those). alone: a CPU decode tile's rows, each given the
+        bits of a 1-row tile (int4 matrices at any row count; a dense copy one row per call)."""
         if len(self.shape) != 2:
             raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
         if self.device.type == "cuda":
@@ -258,6 +260,10 @@ class QuantTensor:
             from engine import cpu_int4
 
             return cpu_int4.linear(x, self.int4, tile).to(self.compute_dtype)
+        if alone and x[..., 0].numel() > 1:
+            rows = x.reshape(-1, x.shape[-1])
+            out = torch.cat([tiled_linear(rows[i:i + 1], self.dense_weight(), 1) for i in range(rows.shape[0])])
+            return out.reshape(*x.shape[:-1], out.shape[-1])
         return tiled_linear(x, self.dense_weight(), tile)
 
     def expert(self, e: int) -> QuantTensor:

@@ -57,13 +57,13 @@ class Stage:
     @property
     def rows_free(self) -> bool:
         """Whether any number of decode rows may share a tile here with each row's bits those of the row
-        alone: a CPU stage whose blocks run real rows only (row_count_free) and whose every matrix, the head
-        too, is int4 (its kernel gives a row the same bits at any row count; a dense copy's GEMM does not),
-        each row's attention then computed alone (Tile.per_row)."""
-        mats = [m for lw in self.layers for m in vars(lw).values() if isinstance(m, QuantTensor)]
-        if self.head is not None:
-            mats.append(self.head.output)
-        return self.row_count_free and all(m.int4 is not None for m in mats)
+        alone: a CPU stage whose blocks run real rows only (row_count_free), with int4 matrices (their
+        kernel gives a row the same bits at any row count), the head int4 too; in a decode tile (Tile.per_row)
+        a dense matrix (a type without an int4 form: Q6_K's scales per 16 values) and the attention run
+        each row alone. The reference mode (a dense head) keeps one decode row per tile."""
+        head = self.head is None or self.head.output.int4 is not None
+        return self.row_count_free and head and any(
+            isinstance(m, QuantTensor) and m.int4 is not None for lw in self.layers for m in vars(lw).values())
 
     @property
     def weight_bytes(self) -> int:

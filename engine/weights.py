@@ -86,10 +86,10 @@ def stack_packed(mats: list[QuantTensor]):
     return both
 
 
-def linears(mats: list[QuantTensor], stack, h: torch.Tensor, rows: int) -> list[torch.Tensor]:
+def linears(mats: list[QuantTensor], stack, h: torch.Tensor, rows: int, alone: bool = False) -> list[torch.Tensor]:
     """Each matrix's product with h (the tile's `rows`): from one call where engine.weights.stack_packed
     stacked them (int4 on a CPU, the streaming layout on a GPU; each column's bits are its own
-    matrix's either way), else a call each."""
+    matrix's either way), else a call each (alone: QuantTensor.linear's)."""
     from engine.cpu_int4 import Int4Stack
 
     if isinstance(stack, Int4Stack):
@@ -99,7 +99,7 @@ def linears(mats: list[QuantTensor], stack, h: torch.Tensor, rows: int) -> list[
 
         y = stream_matmul.linear(h.to(mats[0].compute_dtype).contiguous(), stack)
         return list(y.split([m.shape[0] for m in mats], -1))
-    return [m.linear(h, rows) for m in mats]
+    return [m.linear(h, rows, alone=alone) for m in mats]
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """CPU stages in the fast mode run a window's decode rows (several streams, a slot's proposals) in shared
 tiles of up to 8 rows, a lone row in its own 1-row tile (engine.stage.Stage.rows_free): each row must get
 the bits it gets alone, which batch-test checks (each slot alone, then all together), greedy, sampled
-and with MTP drafts; layouts with a dense matrix keep one decode row per tile."""
+and with MTP drafts. A matrix without an int4 form (Q6_K, as in most downloaded Q4_K_M files) runs each
+row of a decode tile alone; the reference mode (dense everywhere) keeps one decode row per tile."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from app.cli import main
 from engine.loader import TILE_SIZES, load_model
@@ -16,8 +18,19 @@ def q4k(synthetic):
     return synthetic("llama", mtp=1, qtype="Q4_K")
 
 
-def test_int4_stages_take_shared_decode_tiles_and_dense_ones_do_not(q4k, synthetic):
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """gemma3 (sliding-window layers) in Q4_K with its ffn_down in Q6_K: dense copies on a CPU stage."""
+    from engine.synthetic import make_model
+
+    return make_model("gemma3", "small", tmp_path_factory.mktemp("mixed") / "gemma3-q6k-down.gguf", qtype="Q4_K",
+                      qtype_map="*ffn_down*=Q6_K")
+
+
+def test_int4_stages_take_shared_decode_tiles_and_dense_ones_do_not(q4k, mixed, synthetic):
     assert load_model(EngineConfig(model=str(q4k), devices="cpu")).pipeline.tiles == TILE_SIZES["cpu-rows"]
+    lm = load_model(EngineConfig(model=str(mixed), devices="cpu"))
+    assert lm.pipeline.tiles == TILE_SIZES["cpu-rows"] and lm.pipeline.stages[0].layers[0].w_down.int4 is None
     # the reference mode's dense GEMMs give a row other bits at another row count
     assert load_model(EngineConfig(model=str(q4k), devices="cpu", dtype="float32")).pipeline.tiles == TILE_SIZES["cpu"]
     # routed experts have row-count dependent parts
@@ -30,5 +43,29 @@ def test_int4_stages_take_shared_decode_tiles_and_dense_ones_do_not(q4k, synthet
                          ids=["greedy", "sampled", "spec3", "piped"])
 def test_rows_in_shared_decode_tiles_keep_their_bits(q4k, capsys, flags):
     rc = main(["batch-test", "--model", str(q4k), "--parallel", "4", "--max-tokens", "12", *flags])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("IDENTICAL") == 4, out
+
+
+def test_a_dense_matrix_gives_each_row_of_a_decode_tile_its_one_row_bits():
+    """QuantTensor.linear(alone=True): a dense copy's rows one per call. In float32 this machine's GEMM
+    gives a row other bits in a padded 8-row call than alone (its bfloat16 one happened not to)."""
+    import numpy as np
+    from gguf.constants import GGMLQuantizationType as QT
+
+    from engine.quant import QuantTensor
+    from engine.synthetic import _random_blocks
+
+    data = torch.from_numpy(_random_blocks(QT.Q6_K, 512, np.random.default_rng(0), 0.02)).reshape(512, -1)
+    for dtype in (torch.float32, torch.bfloat16):
+        qt = QuantTensor(data, QT.Q6_K, (512, 256), dtype)
+        x = torch.randn(5, 256, generator=torch.Generator().manual_seed(1)).to(dtype)
+        alone = torch.cat([qt.linear(x[i:i + 1], 1) for i in range(5)])
+        assert torch.equal(qt.linear(x, 8, alone=True), alone)
+
+
+@pytest.mark.parametrize("flags", [[], ["--temperature", "0.8", "--seed", "3"]], ids=["greedy", "sampled"])
+def test_a_layout_with_dense_matrices_is_exact(mixed, capsys, flags):
+    rc = main(["batch-test", "--model", str(mixed), "--parallel", "4", "--max-tokens", "12", *flags])
     out = capsys.readouterr().out
     assert rc == 0 and out.count("IDENTICAL") == 4, out

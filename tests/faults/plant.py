@@ -180,6 +180,10 @@ FAULTS = [
     Fault("cpu-decode-tile-not-per-row", "engine/layers.py",
           "    if per_row and not q.is_cuda and q.shape[0] > 1:", "    if False:",
           ["tests/engine/test_cpu_decode_rows.py::test_rows_in_shared_decode_tiles_keep_their_bits"]),
+    # a dense matrix (Q6_K on a CPU) computing a decode tile's rows in one padded GEMM, not one row per call
+    Fault("cpu-dense-rows-not-alone", "engine/quant.py",
+          "        if alone and x[..., 0].numel() > 1:", "        if False:",
+          ["tests/engine/test_cpu_decode_rows.py::test_a_dense_matrix_gives_each_row_of_a_decode_tile_its_one_row_bits"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
