@@ -30,7 +30,7 @@ from engine.weights import WeightLoader
 # (512 rows: each weight is dequantized once per tile for its rows, engine.kernels.stream_matmul.PROMPT_KERNEL)
 _GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "512"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
-              # CPU stages in the fast mode whose every matrix is int4 (Stage.rows_free): a window's decode rows
+              # CPU stages in the fast mode (int4 matrices and head, Stage.rows_free): a window's decode rows
               # (several streams, a slot's proposals) share tiles of up to 8, a lone row keeps its 1-row tile
               "cpu-rows": TileSizes(prompt=32, decode=8, chunk=64, solo=1),
               "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),

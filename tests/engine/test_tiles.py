@@ -1,7 +1,7 @@
 """How a window's rows are packed into tiles (engine.pipeline.Rows.build): prompt rows first in prompt
 tiles, decode rows in decode tiles, and on a GPU a decode row alone in its tile in a 1-row tile (its
-own graph, where the int8 decode kernel takes one x row per pass); on a CPU stage whose matrices are all
-int4 likewise, with up to 8 decode rows per tile (engine.stage.Stage.rows_free)."""
+own graph, where the int8 decode kernel takes one x row per pass); on a CPU stage in the fast mode (int4
+matrices and head) likewise, with up to 8 decode rows per tile (engine.stage.Stage.rows_free)."""
 from __future__ import annotations
 
 from engine.loader import TILE_SIZES
