@@ -26,9 +26,10 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
                    help="compute dtype: auto = bfloat16; on CPU that is the fast mode (4-bit and Q8_0 matrices "
                         "kept as int4 groups, ~1x the file in memory); float32 = the reference numerics "
                         "(dense weights, as HF transformers)")
-    g.add_argument("--decode-kernel", default="auto", choices=["auto", "dp4a", "imma"],
-                   help="GPU matmul for decode rows, one per load: dp4a (auto; fastest for one stream) or imma "
-                        "(int8 tensor cores: ~1.4x the total at 8 streams on an H200, ~3x slower alone)")
+    g.add_argument("--decode-kernel", default="auto", choices=["auto", "dp4a", "imma", "bf16"],
+                   help="GPU matmul for decode rows, one per load: dp4a (auto; fastest for one stream), imma "
+                        "(int8 tensor cores) or bf16 (Q4_K dequantized to bfloat16 on tensor cores; other "
+                        "types dp4a)")
 
 
 ENGINE_FIELDS = EngineConfig.__struct_fields__

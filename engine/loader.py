@@ -85,14 +85,17 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
     return mode
 
 
-DECODE_KERNELS = ("dp4a", "imma")
+DECODE_KERNELS = ("dp4a", "imma", "bf16")
 
 
 def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -> str:
     """The matmul every decode and verify row runs on GPU stages, one choice per load (a row's numerics
     then never depend on the others): dp4a (int8 dot products on CUDA cores, rows one by one: fastest for
-    one stream) or imma (int8 tensor cores, 16 rows for about the cost of one: for many streams).
-    auto = dp4a, or $STRATA_DECODE_KERNEL (which also takes the float kernels gemv / mma, for measuring)."""
+    one stream), imma (int8 tensor cores, 16 rows for about the cost of one) or bf16 (Q4_K weights
+    dequantized to bfloat16 on tensor cores, x unrounded, 16 rows for the cost of one; the other types run
+    dp4a: ~1.5x dp4a's total at 8 streams on an H200, 0.6x alone). auto = dp4a, or $STRATA_DECODE_KERNEL
+    (which also takes the float kernels gemv / mma, for measuring): not a function of the layout, since
+    a request's tokens must not depend on the slots beside it."""
     if config.decode_kernel not in ("auto", *DECODE_KERNELS):
         raise ConfigError(f"--decode-kernel {config.decode_kernel!r}: use auto, {', '.join(DECODE_KERNELS)}")
     if not any(d.startswith("cuda") for d in devices):

@@ -55,7 +55,7 @@ def _x_block(xq, r, rok, k0, K):
 
 @triton.jit
 def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_ps, stride_pm, CPS,
-                 KIND: tl.constexpr, BN: tl.constexpr, RT: tl.constexpr, INTERP: tl.constexpr):
+                 KIND: tl.constexpr, BN: tl.constexpr, RT: tl.constexpr, INTERP: tl.constexpr, NS: tl.constexpr):
     """part[s, r, n] for weight rows n of program 0's tile over K chunks [s*CPS, s*CPS + CPS): a chunk is
     128 bytes of a weight row's codes (Q4_K: one 256-value super-block, four 64-value groups of two
     sub-blocks; Q4_0 / Q4_1: eight 32-value blocks; Q8_0: four 32-value blocks)."""
@@ -75,25 +75,29 @@ def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     accm = tl.zeros((BN, RT), dtype=tl.float32)
     j32 = tl.arange(0, 32)[None, :]
     j16 = tl.arange(0, 16)[None, :]
-    for c in range(c0, c1):
-        if KIND == 4:
+    for c in tl.range(c0, c1, num_stages=NS):    # every load of the loop prefetched NS - 1 chunks ahead
+        if KIND == 4:                         # scales and sub-block scales read as 32-bit words
             sb = nc * (K // 256) + c
-            dd = tl.load(scales + sb * 2).to(tl.float32)
-            dmin = tl.load(scales + sb * 2 + 1).to(tl.float32)
+            wd = tl.load(scales + sb)                   # d | dmin << 16 (two float16)
+            dd = (wd & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+            dmin = ((wd >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
             for g in tl.static_range(4):      # 32 bytes: low nibbles sub-block 2g, high ones 2g + 1
                 cw = tl.load(codes + nc[:, None] * (K // 2) + c * 128 + g * 32 + j32)
                 k0 = c * 256 + g * 64
                 plo = tl.dot(_nibbles(cw, False, INTERP), _x_block(xq, r, rok, k0, K), out_dtype=tl.int32)
                 phi = tl.dot(_nibbles(cw, True, INTERP), _x_block(xq, r, rok, k0 + 32, K), out_dtype=tl.int32)
-                gp = sub + sb * 16 + 2 * g
+                ws = tl.load(sub + sb * 4 + g // 2)            # sub-block scales 4 (g // 2) .. + 3
+                wm = tl.load(sub + sb * 4 + 2 + g // 2)        # their minimums
+                sh = 16 * (g % 2)
                 dp = xds + (r * NB + k0 // 32) * 2
                 dx_lo = tl.load(dp, mask=rok, other=0.0)[None, :]
                 dx_hi = tl.load(dp + 2, mask=rok, other=0.0)[None, :]
-                acc = tl.fma(plo.to(tl.float32), (dd * tl.load(gp).to(tl.float32))[:, None] * dx_lo, acc)
-                acc = tl.fma(phi.to(tl.float32), (dd * tl.load(gp + 1).to(tl.float32))[:, None] * dx_hi, acc)
-                accm = tl.fma((dmin * tl.load(gp + 8).to(tl.float32))[:, None],
+                acc = tl.fma(plo.to(tl.float32), (dd * ((ws >> sh) & 0xFF).to(tl.float32))[:, None] * dx_lo, acc)
+                acc = tl.fma(phi.to(tl.float32), (dd * ((ws >> (sh + 8)) & 0xFF).to(tl.float32))[:, None] * dx_hi,
+                             acc)
+                accm = tl.fma((dmin * ((wm >> sh) & 0xFF).to(tl.float32))[:, None],
                               tl.load(dp + 1, mask=rok, other=0.0)[None, :], accm)
-                accm = tl.fma((dmin * tl.load(gp + 9).to(tl.float32))[:, None],
+                accm = tl.fma((dmin * ((wm >> (sh + 8)) & 0xFF).to(tl.float32))[:, None],
                               tl.load(dp + 3, mask=rok, other=0.0)[None, :], accm)
         elif KIND == 1:
             for g in tl.static_range(4):      # 32 int8 codes
@@ -130,6 +134,14 @@ def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     tl.store(ptr, acc - accm, mask=(n < N)[:, None] & (r < T)[None, :])
 
 
+def _scale_planes(w: Packed) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scales, sub) as the kernel reads them: Q4_K's as 32-bit words (d | dmin << 16; four sub-block
+    scales or minimums a word), so each is one 4-byte load that the pipeline can prefetch."""
+    if w.kind == 4:
+        return w.scales.view(torch.int32), w.sub.view(torch.int32)
+    return w.scales, w.sub if w.sub is not None else w.scales
+
+
 def chunks(kind: int, k: int) -> int:
     """128 bytes of a weight row's codes (128 values of Q8_0, 256 of the 4-bit types), the last one
     maybe partial."""
@@ -161,7 +173,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, targ
         return part, s
     xq, xds = xq if xq is not None else quantize(x)
     _imma_kernel[(triton.cdiv(w.n, bn), s)](
-        xq, xds, n_real, t, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, w.n, w.k,
-        part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn, RT=RT, INTERP=INTERPRET,
+        xq, xds, n_real, t, w.codes, *_scale_planes(w), part, w.n, w.k,
+        part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn, RT=RT, INTERP=INTERPRET, NS=stages,
         num_warps=warps, num_stages=stages, **NO_FUSION)
     return part, s

@@ -292,7 +292,8 @@ STAGES = int(os.environ.get("STRATA_SMM_STAGES", "3"))
 BN_FORCE = int(os.environ.get("STRATA_SMM_BN", "0"))
 DECODE_ROWS = 16                                                       # tiles up to this size: decode kernel
 # decode tiles: "dp4a" (int8 activations, CUDA-core int8 dot products: engine.kernels.dp4a_gemv), "imma"
-# (the same int8 activations on int8 tensor cores, 16 rows for the cost of one: engine.kernels.imma_matmul), "gemv"
+# (the same int8 activations on int8 tensor cores, 16 rows for the cost of one: engine.kernels.imma_matmul), "bf16"
+# (Q4_K dequantized to bfloat16 on tensor cores: engine.kernels.bf16_decode; other types dp4a), "gemv"
 # (CUDA cores in float32) or "mma" (tensor cores, the prompt tiles' kernel). One choice for the whole run:
 # every decode row is then computed by the same kernel. Measured in tests/gpu/bench_matmul.py.
 DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
@@ -331,7 +332,7 @@ def all_rows(n_real, t: int, device) -> torch.Tensor:
 
 def takes_q8(rows: int) -> bool:
     """Whether a tile of this many rows runs the int8 decode kernel (its x can come quantized)."""
-    return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma")
+    return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "bf16")
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None, xq=None) -> tuple[torch.Tensor, int]:
@@ -343,9 +344,14 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
     kernel = None                                 # prompt tiles (and STRATA_DECODE_KERNEL=mma)
-    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv"):
+    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv", "bf16"):
         n_real = all_rows(n_real, x.shape[0], x.device)
         kernel = DECODE_KERNEL if w.kind <= 4 else "dp4a"       # IQ4 decode rows: the int8 kernel only
+        if kernel == "bf16" and w.kind != 4:                    # bf16: Q4_K only
+            kernel = "dp4a"
+    if kernel == "bf16":
+        from engine.kernels import bf16_decode
+        return bf16_decode.matmul_parts(x, w, n_real)
     if kernel == "imma":
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)

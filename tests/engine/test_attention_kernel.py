@@ -59,10 +59,10 @@ def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, monkeypatch,
 def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
                                                                                window):
     """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
-    (8-key blocks here, so an 80-position cache has three 32-key chunks and rows span one to three)."""
+    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten)."""
     monkeypatch.setattr(attn, "SPLIT", True)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
-    assert attn.chunk_keys(80, 8) == 32
+    assert attn.chunk_keys(80, 8) == 8 and attn.chunk_keys(4096, 8) == 256
     out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
                                                          [0, 33, 79, 40, 3, 64])
     for t in (2, 5):                                    # a row alone: the same bits

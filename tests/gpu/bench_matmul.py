@@ -20,6 +20,7 @@ import triton
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from triton.testing import do_bench_cudagraph
 
+from engine.kernels import bf16_decode as bf
 from engine.kernels import dp4a_gemv as dg
 from engine.kernels import imma_matmul as im
 from engine.kernels import quant_matmul as old
@@ -98,6 +99,20 @@ def check(qt, n, k) -> list[str]:
         one = x[m:m + 1].contiguous()
         if not torch.equal(sm.sum_parts(*im.matmul_parts(one, p, torch.tensor([1], device="cuda")))[0], iy[m]):
             fails.append(f"{qt.name} {n}x{k}: imma row {m} alone differs from the 16-row call")
+    errb = float("nan")
+    if p.kind in bf.KINDS:                                          # the bfloat16 tensor-core kernel
+        bpart, bs = bf.matmul_parts(x, p, sixteen)
+        by = sm.sum_parts(bpart, bs)
+        errb = ((by.double() - yr).norm() / yr.norm()).item()
+        if not errb < 1e-2:
+            fails.append(f"{qt.name} {n}x{k}: bf16 kernel rel err {errb:.2e}")
+        bpart5, _ = bf.matmul_parts(x, p, torch.tensor([5], device="cuda"))
+        if bpart5[:, 5:].any() or not torch.equal(bpart5[:, :5], bpart[:, :5]):
+            fails.append(f"{qt.name} {n}x{k}: bf16 kernel with 5 real rows of 16")
+        for m in (1, 3, 7, 12):
+            one = x[m:m + 1].contiguous()
+            if not torch.equal(sm.sum_parts(*bf.matmul_parts(one, p, torch.tensor([1], device="cuda")))[0], by[m]):
+                fails.append(f"{qt.name} {n}x{k}: bf16 row {m} alone differs from the 16-row call")
     xp = torch.randn(128, k, device="cuda").to(torch.bfloat16)      # a prompt tile: the tensor-core kernel
     yp = sm.linear(xp, p)
     ypr = xp.double() @ ref.double().T
@@ -107,7 +122,7 @@ def check(qt, n, k) -> list[str]:
     yf = sm.linear(x.float(), p)
     errf = ((yf.double() - yr).norm() / yr.norm()).item()
     print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  "
-          f"f32 {errf:.1e}  prompt tile {errp:.1e}  imma vs its int8 x {erri:.1e}  row-invariant "
+          f"f32 {errf:.1e}  prompt tile {errp:.1e}  imma vs its int8 x {erri:.1e}  bf16 {errb:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
 
@@ -157,6 +172,8 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
                "plan": [bn, s, cps], "us": time_call(fn)}
         if gemv is not None and p.kind <= 4:          # (IQ4: the int8 kernel only)
             row["imma_us"] = time_call(imma)
+            if p.kind in bf.KINDS:
+                row["bf16_us"] = time_call(lambda: bf.matmul_parts(x, p, nreal))
             row["gemv_us"] = time_call(gemv)
             mpart = torch.empty((sm.plan(n, k)[1], m, n), dtype=torch.float32, device="cuda")
             row["mma_us"] = time_call(lambda: sm.launch(x, p, mpart, *sm.plan(n, k)))
@@ -166,6 +183,10 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
                 if cfg[0] == "rb":
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
                     key = f"cfg rb{cfg[1]}"
+                elif cfg[0] == "bf16":
+                    _, ibn, iw, ist, itg = cfg
+                    call = lambda: bf.matmul_parts(x, p, nreal, itg, ibn, iw, ist)  # noqa: E731
+                    key = f"cfg b{ibn}/{iw}w/{ist}s/{itg}"
                 elif cfg[0] == "imma":
                     _, ibn, iw, ist, itg = cfg
                     call = lambda: im.matmul_parts(x, p, nreal, None, itg, ibn, iw, ist)  # noqa: E731
@@ -183,7 +204,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
                           for key, v in row.items() if key.startswith("cfg "))
         print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:3}  {row['us']:7.1f} us  "
-              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  imma {row.get('imma_us', float('nan')):7.1f}  gemv {row.get('gemv_us', float('nan')):7.1f}  "
+              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  imma {row.get('imma_us', float('nan')):7.1f}  bf16 {row.get('bf16_us', float('nan')):7.1f}  gemv {row.get('gemv_us', float('nan')):7.1f}  "
               f"mma {row.get('mma_us', float('nan')):7.1f}  "
               f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
     return out
@@ -193,28 +214,37 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
+    ap.add_argument("--sweep-bf16", action="store_true", help="also time the bf16 kernel's other (BN, warps, stages, target)")
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
     ap.add_argument("--no-checks", action="store_true", help="time only (the checks compile every type first)")
+    ap.add_argument("--check-types", help="check only these types (comma-separated, e.g. Q4_K)")
     ap.add_argument("--matrices", help="time only these matrices (comma-separated names, e.g. gate|up,down)")
     ap.add_argument("--only", help="time only this model's shapes (e.g. llama-3-8b)")
     args = ap.parse_args()
     bw = copy_bandwidth()
     print(f"device copy bandwidth {bw:.0f} GB/s ({torch.cuda.get_device_name()})")
     fails = []
-    for qt in () if args.no_checks else (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS):
-        for n, k in ((1024, 4096), (576, 1536), (960, 576)):
+    types = (QT.Q4_K, QT.Q4_1, QT.Q4_0, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS)
+    if args.check_types:
+        types = tuple(QT[name] for name in args.check_types.split(","))
+    for qt in () if args.no_checks else types:
+        for n, k in ((1024, 4096), (576, 1536), (960, 576), (4096, 14336)):
             if k % GGML_QUANT_SIZES[qt][0] == 0:
                 fails += check(qt, n, k)
-    for qt in () if args.no_checks else (QT.Q6_K, QT.Q5_0):
+    for qt in () if args.no_checks or args.check_types else (QT.Q6_K, QT.Q5_0):
         fails += check_gguf_kernel(qt, 1024, 4096)
     configs = None
     if args.sweep:
         configs = [(w, nr) for w in (4, 8) for nr in (1, 2, 4, 8)]
     if args.sweep_imma:
-        configs = [("imma", bn, w, st, tg) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 4)
-                   for tg in (264, 528)]
+        configs = [("imma", bn, w, st, 528) for bn in (64, 128) for w in (4, 8) for st in (2, 3, 4)]
+        configs += [("imma", 64, 4, 3, 264), ("imma", 64, 4, 3, 1056), ("imma", 64, 4, 4, 1056)]
+    if args.sweep_bf16:
+        configs = [("bf16", 128, 4, 2, tg) for tg in (528, 1056, 2112)] + [("bf16", 64, 4, 2, tg) for tg in (1056, 2112)]
+        configs += [("bf16", 128, 4, 1, 1056), ("bf16", 256, 8, 2, 1056)]   # (2026-12-02 first sweep: BN 64/128/256,
+        # 4/8 warps, 2/3/4 stages, target 264/528: 128/4/2/528 best on every 8B matrix)
     if args.sweep_rb:
         configs = [("rb", 1), ("rb", 2), ("rb", 4)]
     rows = []

@@ -25,6 +25,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from engine.kernels import bf16_decode as bf
 from engine.kernels import dp4a_gemv as dg
 from engine.kernels import imma_matmul as im
 from engine.kernels import stream_matmul as sm
@@ -47,10 +48,15 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                                       "INTERP": False, "RB": int(os.environ.get("RB", dg.ROWS_PER_PASS))}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
-               "scales": "*fp16", "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
-               "stride_pm": "i32", "CPS": "i32", "KIND": "constexpr", "BN": "constexpr", "RT": "constexpr",
+               "scales": "*i32" if kind == 4 else "*fp16", "sub": "*i32" if kind == 4 else "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
+               "stride_pm": "i32", "CPS": "i32", "KIND": "constexpr", "BN": "constexpr", "RT": "constexpr", "NS": "constexpr",
                "INTERP": "constexpr"}
-        fn, const = im._imma_kernel, {"KIND": kind, "BN": bn, "RT": im.RT, "INTERP": False}
+        fn, const = im._imma_kernel, {"KIND": kind, "BN": bn, "RT": im.RT, "INTERP": False, "NS": sm.STAGES}
+    elif which == "bf16":
+        sig = {"x": "*bf16", "nreal_ptr": "*i32", "T": "i32", "stride_xm": "i32", "codes": "*u8", "scales": "*i32",
+               "sub": "*i32", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32", "stride_pm": "i32",
+               "CPS": "i32", "BN": "constexpr", "RT": "constexpr", "INTERP": "constexpr", "NS": "constexpr"}
+        fn, const = bf._bf16_kernel, {"BN": bn, "RT": bf.RT, "INTERP": False, "NS": bf.STAGES}
     else:
         sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
                "BN": "constexpr", "EVEN_K": "constexpr"}
@@ -58,8 +64,8 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     order = list(fn.arg_names)
     sig = {name: sig[name] for name in order}
     attrs, options = {}, {"num_warps": warps, "num_stages": sm.STAGES}
-    if which in ("dp4a", "imma"):   # as launched: 16-byte aligned tensors (what the JIT sees at run time), no fp fusion
-        attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a == "K"}
+    if which in ("dp4a", "imma", "bf16"):   # as launched: 16-byte aligned tensors (what the JIT sees at run time), no fp fusion
+        attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a in ("K", "stride_xm")}
         options["enable_fp_fusion"] = False
     src = ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
