@@ -10,7 +10,8 @@ Here the scales are applied once per weight, before the MMA: a 4-bit code become
 permute, a mask with the exponent of 128 and one subtraction (exact), then one bfloat16 FMA with the
 sub-block's scale and minimum (rounded to bfloat16 from engine.quant's float32 d * sc and dmin * m), two
 weights per instruction; the MMA sums in float32. So x keeps its bfloat16 values (no int8 rounding) and
-a weight is within bfloat16 rounding of its float32 value, as in the prompt tiles' dequantized product.
+a weight is within about two bfloat16 roundings of its float32 value (the prompt tiles' dequantized copy
+rounds it once): on random Q4_K matrices 4.4e-3 relative error against float64, dp4a 5.6e-3.
 
 Row invariance by construction: an output (weight row n, x row r) is the MMA's float32 sums of weight
 row n and x row r over 32-value blocks in the order of K; the split of K into S partials (`plan`) is a

@@ -82,37 +82,17 @@ def check(qt, n, k) -> list[str]:
         ys = sm.linear(x[m:m + 1].contiguous(), p)
         if not torch.equal(ys[0], y[m]):
             fails.append(f"{qt.name} {n}x{k}: row {m} alone differs from the 16-row call")
-    sixteen = torch.tensor([16], device="cuda")
     if p.kind > 4:                                                  # IQ4: no tensor-core decode kernel
         print(f"check {qt.name:5} {n:6}x{k:<6} decode bf16 rel err {err:.1e} (vs its int8 x {errq:.1e})  row-invariant "
               f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
         return fails
-    ipart, s_ = im.matmul_parts(x, p, sixteen)                      # the int8 tensor-core kernel
-    iy = sm.sum_parts(ipart, s_)
-    erri = ((iy.double() - xd.double() @ ref.double().T).norm() / yr.norm()).item()
-    if not erri < 1e-5:
-        fails.append(f"{qt.name} {n}x{k}: imma kernel vs its int8 x: rel err {erri:.2e}")
-    ipart5, _ = im.matmul_parts(x, p, torch.tensor([5], device="cuda"))
-    if ipart5[:, 5:].any() or not torch.equal(ipart5[:, :5], ipart[:, :5]):
-        fails.append(f"{qt.name} {n}x{k}: imma kernel with 5 real rows of 16")
-    for m in (1, 3, 7, 12):
-        one = x[m:m + 1].contiguous()
-        if not torch.equal(sm.sum_parts(*im.matmul_parts(one, p, torch.tensor([1], device="cuda")))[0], iy[m]):
-            fails.append(f"{qt.name} {n}x{k}: imma row {m} alone differs from the 16-row call")
+    xr = xd.double() @ ref.double().T                               # the int8 kernels' own x
+    erri = tensor_core_check(f"{qt.name} {n}x{k}: imma", lambda xs, c: im.matmul_parts(xs, p, c), x, xr, yr.norm(),
+                             1e-5, fails)
     errb = float("nan")
-    if p.kind in bf.KINDS:                                          # the bfloat16 tensor-core kernel
-        bpart, bs = bf.matmul_parts(x, p, sixteen)
-        by = sm.sum_parts(bpart, bs)
-        errb = ((by.double() - yr).norm() / yr.norm()).item()
-        if not errb < 1e-2:
-            fails.append(f"{qt.name} {n}x{k}: bf16 kernel rel err {errb:.2e}")
-        bpart5, _ = bf.matmul_parts(x, p, torch.tensor([5], device="cuda"))
-        if bpart5[:, 5:].any() or not torch.equal(bpart5[:, :5], bpart[:, :5]):
-            fails.append(f"{qt.name} {n}x{k}: bf16 kernel with 5 real rows of 16")
-        for m in (1, 3, 7, 12):
-            one = x[m:m + 1].contiguous()
-            if not torch.equal(sm.sum_parts(*bf.matmul_parts(one, p, torch.tensor([1], device="cuda")))[0], by[m]):
-                fails.append(f"{qt.name} {n}x{k}: bf16 row {m} alone differs from the 16-row call")
+    if p.kind in bf.KINDS:                                          # x unrounded: against the bf16 x
+        errb = tensor_core_check(f"{qt.name} {n}x{k}: bf16", lambda xs, c: bf.matmul_parts(xs, p, c), x, yr,
+                                 yr.norm(), 1e-2, fails)
     xp = torch.randn(128, k, device="cuda").to(torch.bfloat16)      # a prompt tile: the tensor-core kernel
     yp = sm.linear(xp, p)
     ypr = xp.double() @ ref.double().T
@@ -125,6 +105,23 @@ def check(qt, n, k) -> list[str]:
           f"f32 {errf:.1e}  prompt tile {errp:.1e}  imma vs its int8 x {erri:.1e}  bf16 {errb:.1e}  row-invariant "
           f"{'yes' if not any('row' in f for f in fails) else 'NO'}")
     return fails
+
+
+def tensor_core_check(name, parts, x, ref, norm, tol, fails) -> float:
+    """A 16-row tensor-core decode kernel (parts(x, n_real) -> (part, S)) against ref within tol, zeros past
+    5 real rows, and rows 1, 3, 7, 12 alone bit-identical to the 16-row call; returns the error."""
+    part, s = parts(x, torch.tensor([16], device="cuda"))
+    y = sm.sum_parts(part, s)
+    err = ((y.double() - ref).norm() / norm).item()
+    if not err < tol:
+        fails.append(f"{name} kernel rel err {err:.2e}")
+    part5, _ = parts(x, torch.tensor([5], device="cuda"))
+    if part5[:, 5:].any() or not torch.equal(part5[:, :5], part[:, :5]):
+        fails.append(f"{name} kernel with 5 real rows of 16")
+    for m in (1, 3, 7, 12):
+        if not torch.equal(sm.sum_parts(*parts(x[m:m + 1].contiguous(), torch.tensor([1], device="cuda")))[0], y[m]):
+            fails.append(f"{name} row {m} alone differs from the 16-row call")
+    return err
 
 
 def check_gguf_kernel(qt, n, k) -> list[str]:
