@@ -1,6 +1,7 @@
-"""One int8 tensor-core decode call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
-(28672x4096 Q4_K) at ROWS rows (default 16), launched 5 times; profile the last with
-    ncu --clock-control none -k regex:imma --launch-skip 4 --launch-count 1 --section SpeedOfLight \
+"""One tensor-core decode call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
+(28672x4096 Q4_K; SHAPE=NxK for another) at ROWS rows (default 16) with KERNEL=imma (default) or bf16,
+launched 5 times; profile the last with
+    ncu --clock-control none -k regex:"imma|bf16" --launch-skip 4 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section MemoryWorkloadAnalysis python3 tests/gpu/ncu_imma.py
 """
 import os
@@ -8,6 +9,7 @@ import os
 import torch
 from gguf.constants import GGMLQuantizationType as QT
 
+from engine.kernels import bf16_decode as bf
 from engine.kernels import imma_matmul as im
 from engine.kernels.packed import pack
 from tests.gpu.bench_matmul import weights
@@ -17,6 +19,7 @@ n, k = (int(v) for v in os.environ.get("SHAPE", "28672x4096").split("x"))
 p = pack(weights(QT.Q4_K, n, k), QT.Q4_K, k)
 x = torch.randn(rows, k, device="cuda").to(torch.bfloat16)
 nreal = torch.full((1,), rows, dtype=torch.int32, device="cuda")
+call = bf.matmul_parts if os.environ.get("KERNEL", "imma") == "bf16" else im.matmul_parts
 for _ in range(5):
-    im.matmul_parts(x, p, nreal)
+    call(x, p, nreal)
 torch.cuda.synchronize()
