@@ -36,10 +36,11 @@ TARGET = int(os.environ.get("STRATA_BF16_TARGET", "528"))     # programs per lau
 WARPS = int(os.environ.get("STRATA_BF16_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_BF16_STAGES", "2"))
 BN = int(os.environ.get("STRATA_BF16_BN", "128"))
+PACK = int(os.environ.get("STRATA_BF16_PACK", "4"))          # codes per asm call (2: measuring, not yet run on a GPU)
 
 
 @triton.jit
-def _dequant(cw, s_lo, m_lo, s_hi, m_hi, INTERP: tl.constexpr):
+def _dequant(cw, s_lo, m_lo, s_hi, m_hi, INTERP: tl.constexpr, PACK: tl.constexpr):
     """uint8 codes [BN, 32] -> (low nibbles q * s_lo + m_lo, high nibbles q * s_hi + m_hi) in bfloat16.
     The scales come as int32 [BN, 32] holding the bfloat16 value twice (`_pair`). q is exact in bfloat16
     (128 + q by the exponent bits of 128, minus 128), then one fused multiply-add rounds once. Of the four
@@ -49,6 +50,17 @@ def _dequant(cw, s_lo, m_lo, s_hi, m_hi, INTERP: tl.constexpr):
         lo = (cw & 15).to(tl.float32) * _unpair(s_lo) + _unpair(m_lo)
         hi = (cw >> 4).to(tl.float32) * _unpair(s_hi) + _unpair(m_hi)
         return lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+    if PACK == 2:                 # one K pair a call: the two bytes arrive as loaded, no packing
+        return tl.inline_asm_elementwise(
+            """{ .reg .b32 t0, u0, k;
+            mov.b32 k, 0x43004300;
+            prmt.b32 t0, $2, 0, 0x4140;
+            shr.u32 u0, t0, 4;
+            lop3.b32 u0, u0, 0x000F000F, k, 0xEA; lop3.b32 t0, t0, 0x000F000F, k, 0xEA;
+            sub.rn.bf16x2 t0, t0, k; sub.rn.bf16x2 u0, u0, k;
+            fma.rn.bf16x2 $0, t0, $3, $5; fma.rn.bf16x2 $1, u0, $7, $9; }""",
+            "=r,=r,r,r,r,r,r,r,r,r,r",
+            [cw, s_lo, m_lo, s_hi, m_hi], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=2)
     return tl.inline_asm_elementwise(
         """{ .reg .b32 t0, t1, u0, u1, k;
         mov.b32 k, 0x43004300;
@@ -82,7 +94,7 @@ def _byte(w, sh):
 
 @triton.jit
 def _bf16_kernel(x, nreal_ptr, T, stride_xm, codes, scales, sub, part, N, K, stride_ps, stride_pm, CPS,
-                 BN: tl.constexpr, RT: tl.constexpr, INTERP: tl.constexpr, NS: tl.constexpr):
+                 BN: tl.constexpr, RT: tl.constexpr, INTERP: tl.constexpr, NS: tl.constexpr, PACK: tl.constexpr):
     """part[s, r, n] for weight rows n of program 0's tile over super-blocks [s*CPS, s*CPS + CPS): per
     super-block four 32-byte groups, each two 32-value sub-blocks (low nibbles, then high ones)."""
     n = tl.program_id(0) * BN + tl.arange(0, BN)
@@ -109,7 +121,7 @@ def _bf16_kernel(x, nreal_ptr, T, stride_xm, codes, scales, sub, part, N, K, str
             sh = 16 * (g % 2)
             w_lo, w_hi = _dequant(cw, _pair(dd * _byte(ws, sh), BN), _pair(-(dmin * _byte(wm, sh)), BN),
                                   _pair(dd * _byte(ws, sh + 8), BN), _pair(-(dmin * _byte(wm, sh + 8)), BN),
-                                  INTERP)
+                                  INTERP, PACK)
             k0 = c * 256 + g * 64
             x_lo = tl.load(xr + k0, mask=rok, other=0.0)
             x_hi = tl.load(xr + k0 + 32, mask=rok, other=0.0)
@@ -132,10 +144,10 @@ def plan(n: int, k: int, target: int = TARGET, bn: int = BN) -> tuple[int, int, 
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, target: int = TARGET, bn: int = BN,
-                 warps: int = WARPS, stages: int = STAGES) -> tuple[torch.Tensor, int]:
+                 warps: int = WARPS, stages: int = STAGES, pack: int = PACK) -> tuple[torch.Tensor, int]:
     """x [T, K] bfloat16 (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for
-    the others: (part [S, T, N] float32, S). target/bn/warps/stages: for measuring only (a run must use
-    one setting everywhere)."""
+    the others: (part [S, T, N] float32, S). target/bn/warps/stages/pack: for measuring only (a run must
+    use one setting everywhere)."""
     t = x.shape[0]
     if w.kind not in KINDS:
         raise ValueError(f"the bfloat16 tensor-core decode kernel takes Q4_K, not {w.qtype.name}")
@@ -148,5 +160,5 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, target: int =
     x = x.to(torch.bfloat16)
     _bf16_kernel[(triton.cdiv(w.n, bn), s)](
         x, n_real, t, x.stride(0), w.codes, w.scales.view(torch.int32), w.sub.view(torch.int32), part, w.n, w.k,
-        part.stride(0), part.stride(1), cps, BN=bn, RT=RT, INTERP=INTERPRET, NS=stages, num_warps=warps)
+        part.stride(0), part.stride(1), cps, BN=bn, RT=RT, INTERP=INTERPRET, NS=stages, PACK=pack, num_warps=warps)
     return part, s

@@ -93,6 +93,10 @@ def check(qt, n, k) -> list[str]:
     if p.kind in bf.KINDS:                                          # x unrounded: against the bf16 x
         errb = tensor_core_check(f"{qt.name} {n}x{k}: bf16", lambda xs, c: bf.matmul_parts(xs, p, c), x, yr,
                                  yr.norm(), 1e-2, fails)
+        for pk in {2, 4} - {bf.PACK}:                               # the other asm width, bit for bit
+            if not torch.equal(*(sm.sum_parts(*bf.matmul_parts(x, p, torch.tensor([16], device="cuda"), pack=v))
+                                 for v in (pk, bf.PACK))):
+                fails.append(f"{qt.name} {n}x{k}: bf16 with {pk} codes per asm call differs from {bf.PACK}")
     xp = torch.randn(128, k, device="cuda").to(torch.bfloat16)      # a prompt tile: the tensor-core kernel
     yp = sm.linear(xp, p)
     ypr = xp.double() @ ref.double().T
@@ -181,9 +185,9 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
                     key = f"cfg rb{cfg[1]}"
                 elif cfg[0] == "bf16":
-                    _, ibn, iw, ist, itg = cfg
-                    call = lambda: bf.matmul_parts(x, p, nreal, itg, ibn, iw, ist)  # noqa: E731
-                    key = f"cfg b{ibn}/{iw}w/{ist}s/{itg}"
+                    _, ibn, iw, ist, itg, ipk = cfg
+                    call = lambda: bf.matmul_parts(x, p, nreal, itg, ibn, iw, ist, ipk)  # noqa: E731
+                    key = f"cfg b{ibn}/{iw}w/{ist}s/{itg}/p{ipk}"
                 elif cfg[0] == "imma":
                     _, ibn, iw, ist, itg = cfg
                     call = lambda: im.matmul_parts(x, p, nreal, None, itg, ibn, iw, ist)  # noqa: E731
@@ -239,9 +243,9 @@ def main() -> int:
         configs = [("imma", bn, w, st, 528) for bn in (64, 128) for w in (4, 8) for st in (2, 3, 4)]
         configs += [("imma", 64, 4, 3, 264), ("imma", 64, 4, 3, 1056), ("imma", 64, 4, 4, 1056)]
     if args.sweep_bf16:
-        configs = [("bf16", 128, 4, 2, tg) for tg in (528, 1056, 2112)] + [("bf16", 64, 4, 2, tg) for tg in (1056, 2112)]
-        configs += [("bf16", 128, 4, 1, 1056), ("bf16", 256, 8, 2, 1056)]   # (2026-12-02 first sweep: BN 64/128/256,
-        # 4/8 warps, 2/3/4 stages, target 264/528: 128/4/2/528 best on every 8B matrix)
+        # (2026-12-02 sweeps: BN 64/128/256, 4/8 warps, 2/3/4 stages, target 264..2112: 128/4/2 best on every
+        # 8B matrix, target 1056 ~8% ahead of 528 in one call); now the two asm widths (codes per call)
+        configs = [("bf16", 128, 4, 2, tg, pk) for tg in (528, 1056) for pk in (4, 2)]
     if args.sweep_rb:
         configs = [("rb", 1), ("rb", 2), ("rb", 4)]
     rows = []

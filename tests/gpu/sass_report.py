@@ -55,8 +55,8 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     elif which == "bf16":
         sig = {"x": "*bf16", "nreal_ptr": "*i32", "T": "i32", "stride_xm": "i32", "codes": "*u8", "scales": "*i32",
                "sub": "*i32", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32", "stride_pm": "i32",
-               "CPS": "i32", "BN": "constexpr", "RT": "constexpr", "INTERP": "constexpr", "NS": "constexpr"}
-        fn, const = bf._bf16_kernel, {"BN": bn, "RT": bf.RT, "INTERP": False, "NS": bf.STAGES}
+               "CPS": "i32", "BN": "constexpr", "RT": "constexpr", "INTERP": "constexpr", "NS": "constexpr", "PACK": "constexpr"}
+        fn, const = bf._bf16_kernel, {"BN": bn, "RT": bf.RT, "INTERP": False, "NS": bf.STAGES, "PACK": bf.PACK}
     else:
         sig = {"x_ptr": "*bf16", "nreal_ptr": "*i64", "T": "i32", **COMMON, "KIND": "constexpr",
                "BN": "constexpr", "EVEN_K": "constexpr"}
