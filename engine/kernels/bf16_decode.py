@@ -27,7 +27,9 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels import imma_matmul
 from engine.kernels.dp4a_gemv import INTERPRET
+from engine.kernels.imma_matmul import byte_at, q4k_d_dmin, scale_planes
 from engine.kernels.packed import Packed
 
 RT = 16                                            # x rows per tile: the MMA's N, fixed
@@ -88,11 +90,6 @@ def _unpair(p):
 
 
 @triton.jit
-def _byte(w, sh):
-    return ((w >> sh) & 0xFF).to(tl.float32)
-
-
-@triton.jit
 def _bf16_kernel(x, nreal_ptr, T, stride_xm, codes, scales, sub, part, N, K, stride_ps, stride_pm, CPS,
                  BN: tl.constexpr, RT: tl.constexpr, INTERP: tl.constexpr, NS: tl.constexpr, PACK: tl.constexpr):
     """part[s, r, n] for weight rows n of program 0's tile over super-blocks [s*CPS, s*CPS + CPS): per
@@ -111,16 +108,14 @@ def _bf16_kernel(x, nreal_ptr, T, stride_xm, codes, scales, sub, part, N, K, str
     xr = x + r[None, :].to(tl.int64) * stride_xm + kk
     for c in tl.range(c0, c1, num_stages=NS):      # every load of the loop prefetched NS - 1 super-blocks ahead
         sb = nc * C + c
-        wd = tl.load(scales + sb)                  # d | dmin << 16 (two float16)
-        dd = (wd & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-        dmin = ((wd >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        dd, dmin = q4k_d_dmin(tl.load(scales + sb))
         for g in tl.static_range(4):
             cw = tl.load(codes + nc[:, None] * (K // 2) + c * 128 + g * 32 + j32)
             ws = tl.load(sub + sb * 4 + g // 2)        # sub-block scales 4 (g // 2) .. + 3
             wm = tl.load(sub + sb * 4 + 2 + g // 2)    # their minimums
             sh = 16 * (g % 2)
-            w_lo, w_hi = _dequant(cw, _pair(dd * _byte(ws, sh), BN), _pair(-(dmin * _byte(wm, sh)), BN),
-                                  _pair(dd * _byte(ws, sh + 8), BN), _pair(-(dmin * _byte(wm, sh + 8)), BN),
+            w_lo, w_hi = _dequant(cw, _pair(dd * byte_at(ws, sh), BN), _pair(-(dmin * byte_at(wm, sh)), BN),
+                                  _pair(dd * byte_at(ws, sh + 8), BN), _pair(-(dmin * byte_at(wm, sh + 8)), BN),
                                   INTERP, PACK)
             k0 = c * 256 + g * 64
             x_lo = tl.load(xr + k0, mask=rok, other=0.0)
@@ -136,11 +131,9 @@ def _bf16_kernel(x, nreal_ptr, T, stride_xm, codes, scales, sub, part, N, K, str
 
 
 def plan(n: int, k: int, target: int = TARGET, bn: int = BN) -> tuple[int, int, int]:
-    """(BN, S, super-blocks per split): a function of the weight's shape only."""
-    c = k // 256
-    s = max(1, min(c, round(target / triton.cdiv(n, bn))))
-    cps = triton.cdiv(c, s)
-    return bn, triton.cdiv(c, cps), cps
+    """(BN, S, super-blocks per split): a function of the weight's shape only (the int8 MMA kernel's
+    split rule, whose Q4_K chunk is a super-block)."""
+    return imma_matmul.plan(4, n, k, target, bn)
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, target: int = TARGET, bn: int = BN,
@@ -159,6 +152,6 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, target: int =
         return part, s
     x = x.to(torch.bfloat16)
     _bf16_kernel[(triton.cdiv(w.n, bn), s)](
-        x, n_real, t, x.stride(0), w.codes, w.scales.view(torch.int32), w.sub.view(torch.int32), part, w.n, w.k,
+        x, n_real, t, x.stride(0), w.codes, *scale_planes(w), part, w.n, w.k,
         part.stride(0), part.stride(1), cps, BN=bn, RT=RT, INTERP=INTERPRET, NS=stages, PACK=pack, num_warps=warps)
     return part, s

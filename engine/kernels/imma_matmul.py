@@ -47,6 +47,19 @@ def _nibbles(c, HIGH: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
+def q4k_d_dmin(wd):
+    """A Q4_K super-block's (d, dmin) in float32 from its scales word (d | dmin << 16, two float16)."""
+    dd = (wd & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    return dd, ((wd >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def byte_at(w, sh):
+    """Byte sh / 8 of the int32 words w (a Q4_K sub-block scale or minimum) in float32."""
+    return ((w >> sh) & 0xFF).to(tl.float32)
+
+
+@triton.jit
 def _x_block(xq, r, rok, k0, K):
     """The int8 x codes of values [k0, k0 + 32) of rows r, as the MMA's [32, RT] operand."""
     kk = tl.arange(0, 32)[:, None]
@@ -78,9 +91,7 @@ def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     for c in tl.range(c0, c1, num_stages=NS):    # every load of the loop prefetched NS - 1 chunks ahead
         if KIND == 4:                         # scales and sub-block scales read as 32-bit words
             sb = nc * (K // 256) + c
-            wd = tl.load(scales + sb)                   # d | dmin << 16 (two float16)
-            dd = (wd & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-            dmin = ((wd >> 16) & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+            dd, dmin = q4k_d_dmin(tl.load(scales + sb))
             for g in tl.static_range(4):      # 32 bytes: low nibbles sub-block 2g, high ones 2g + 1
                 cw = tl.load(codes + nc[:, None] * (K // 2) + c * 128 + g * 32 + j32)
                 k0 = c * 256 + g * 64
@@ -92,12 +103,12 @@ def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
                 dp = xds + (r * NB + k0 // 32) * 2
                 dx_lo = tl.load(dp, mask=rok, other=0.0)[None, :]
                 dx_hi = tl.load(dp + 2, mask=rok, other=0.0)[None, :]
-                acc = tl.fma(plo.to(tl.float32), (dd * ((ws >> sh) & 0xFF).to(tl.float32))[:, None] * dx_lo, acc)
-                acc = tl.fma(phi.to(tl.float32), (dd * ((ws >> (sh + 8)) & 0xFF).to(tl.float32))[:, None] * dx_hi,
+                acc = tl.fma(plo.to(tl.float32), (dd * byte_at(ws, sh))[:, None] * dx_lo, acc)
+                acc = tl.fma(phi.to(tl.float32), (dd * byte_at(ws, sh + 8))[:, None] * dx_hi,
                              acc)
-                accm = tl.fma((dmin * ((wm >> sh) & 0xFF).to(tl.float32))[:, None],
+                accm = tl.fma((dmin * byte_at(wm, sh))[:, None],
                               tl.load(dp + 1, mask=rok, other=0.0)[None, :], accm)
-                accm = tl.fma((dmin * ((wm >> (sh + 8)) & 0xFF).to(tl.float32))[:, None],
+                accm = tl.fma((dmin * byte_at(wm, sh + 8))[:, None],
                               tl.load(dp + 3, mask=rok, other=0.0)[None, :], accm)
         elif KIND == 1:
             for g in tl.static_range(4):      # 32 int8 codes
@@ -134,7 +145,7 @@ def _imma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     tl.store(ptr, acc - accm, mask=(n < N)[:, None] & (r < T)[None, :])
 
 
-def _scale_planes(w: Packed) -> tuple[torch.Tensor, torch.Tensor]:
+def scale_planes(w: Packed) -> tuple[torch.Tensor, torch.Tensor]:
     """(scales, sub) as the kernel reads them: Q4_K's as 32-bit words (d | dmin << 16; four sub-block
     scales or minimums a word), so each is one 4-byte load that the pipeline can prefetch."""
     if w.kind == 4:
@@ -173,7 +184,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, targ
         return part, s
     xq, xds = xq if xq is not None else quantize(x)
     _imma_kernel[(triton.cdiv(w.n, bn), s)](
-        xq, xds, n_real, t, w.codes, *_scale_planes(w), part, w.n, w.k,
+        xq, xds, n_real, t, w.codes, *scale_planes(w), part, w.n, w.k,
         part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn, RT=RT, INTERP=INTERPRET, NS=stages,
         num_warps=warps, num_stages=stages, **NO_FUSION)
     return part, s

@@ -186,7 +186,7 @@ FAULTS = [
           ["tests/engine/test_cpu_decode_rows.py::test_a_dense_matrix_gives_each_row_of_a_decode_tile_its_one_row_bits"]),
     # the bfloat16 decode kernel scaling a group's high-nibble sub-block by the low one's scale
     Fault("bf16-high-nibbles-low-scale", "engine/kernels/bf16_decode.py",
-          "_pair(dd * _byte(ws, sh + 8), BN)", "_pair(dd * _byte(ws, sh), BN)",
+          "_pair(dd * byte_at(ws, sh + 8), BN)", "_pair(dd * byte_at(ws, sh), BN)",
           ["tests/engine/test_bf16_decode.py::test_bf16_kernel_is_right_within_bfloat16_and_row_invariant"]),
 ]
 
