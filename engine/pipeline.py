@@ -24,6 +24,8 @@ from engine import cpu_thread
 from engine.block import Tile
 from engine.stage import Stage
 
+CHAIN_POLL_S = 2e-4      # how often a chained window waiting for its successor looks at its own kernels
+
 
 @dataclass(frozen=True)
 class TileSizes:
@@ -161,7 +163,7 @@ class Pipeline:
         # host copies wait for its own kernels and not for the successor's
         self.side = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
         self.chain = chain_mode(stages)
-        self._chain_lock = threading.Lock()
+        self._chain_cond = threading.Condition()
 
     @property
     def scratch_slot(self) -> int:
@@ -177,8 +179,9 @@ class Pipeline:
         fut: Future = Future()
         if feed is not None:
             rows.feed = feed
-            with self._chain_lock:
+            with self._chain_cond:
                 feed.successor = (rows, finish, fut)
+                self._chain_cond.notify_all()
         self.executors[0].submit(self._run_stage, 0, rows, None, None, finish, fut)
         return fut
 
@@ -239,8 +242,7 @@ class Pipeline:
                             marks[1].record(stream)
                             done = torch.cuda.Event()
                             done.record(stream)
-                        with self._chain_lock:
-                            nxt, rows.successor = rows.successor, None
+                        nxt = self._successor(rows, done)
                         if nxt is not None:
                             nrows, nfinish, nfut = nxt
                             try:
@@ -272,6 +274,18 @@ class Pipeline:
                 self.busy[k].add(max(t0, t1 - marks[0].elapsed_time(marks[1]) / 1e3), t1)
             else:
                 self.busy[k].add(t0, t1)
+
+    def _successor(self, rows: Rows, done) -> tuple | None:
+        """The window queued on top of a chained one, taken off it to launch now. The scheduler queues it
+        once it has committed the window before this one, which it can do only when that window's kernels
+        end, so a few hundred us after this one's began: on a GPU (done: this window's end on its
+        stream) wait for it while this window's kernels run, so that the device never runs dry between
+        windows; stop when they end (then no successor is coming soon, or the device is idle anyway)."""
+        with self._chain_cond:
+            while rows.successor is None and done is not None and not done.query():
+                self._chain_cond.wait(CHAIN_POLL_S)
+            nxt, rows.successor = rows.successor, None
+        return nxt
 
     def _logits(self, stage: Stage, rows: Rows, y: torch.Tensor, idx: list[int],
                 made: dict | None = None) -> torch.Tensor:

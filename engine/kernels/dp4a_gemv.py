@@ -163,7 +163,8 @@ def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
 
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
-          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr):
+          BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
+          STAGES: tl.constexpr, UNROLL: tl.constexpr):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw, stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
@@ -208,7 +209,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     acc1 = tl.zeros((1, BN, L), dtype=tl.float32)
     acc2 = tl.zeros((1, BN, L), dtype=tl.float32)
     acc3 = tl.zeros((1, BN, L), dtype=tl.float32)
-    for u0 in range(0, U, L):
+    for u0 in tl.range(0, U, L, num_stages=STAGES, loop_unroll_factor=UNROLL):
         if EVEN:
             wok3 = full == 0
         else:
@@ -281,11 +282,12 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, RB: tl.constexpr):
+                 INTERP: tl.constexpr, RB: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr):
     n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB,
+              STAGES, UNROLL)
     zero = tl.zeros((BN,), dtype=tl.float32)
     for r in range(M, T):
         tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)
@@ -300,6 +302,11 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
 # setting: each row of a pass runs the same code into its own accumulator.
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
+# software pipelining of the weight loop (Triton's tl.range num_stages: the next steps' loads issued
+# before this step's products) and its unrolling, for measuring; unset: the compiler's defaults. Neither
+# changes a row's arithmetic or its order.
+LOOP_STAGES = int(os.environ["STRATA_DP4A_STAGES"]) if os.environ.get("STRATA_DP4A_STAGES") else None
+LOOP_UNROLL = int(os.environ["STRATA_DP4A_UNROLL"]) if os.environ.get("STRATA_DP4A_UNROLL") else None
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
@@ -311,10 +318,12 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS) -> tuple[torch.Tensor, int]:
+                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, stages: int | None = LOOP_STAGES,
+                 unroll: int | None = LOOP_UNROLL) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
-    quantized here. warps, nr (weight rows per thread) and rb (x rows per pass) are for measuring only."""
+    quantized here. warps, nr (weight rows per thread), rb (x rows per pass), stages and unroll (the weight
+    loop's pipelining and unrolling) are for measuring only."""
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
@@ -326,5 +335,5 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     _dp4a_kernel[(triton.cdiv(w.n, bn),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, RB=rb, STAGES=stages, UNROLL=unroll, num_warps=warps, **NO_FUSION)
     return part, 1

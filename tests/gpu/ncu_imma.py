@@ -1,7 +1,7 @@
 """One tensor-core decode call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
-(28672x4096 Q4_K; SHAPE=NxK for another) at ROWS rows (default 16) with KERNEL=imma (default) or bf16,
+(28672x4096 Q4_K; SHAPE=NxK for another) at ROWS rows (default 16) with KERNEL=imma (default), bf16 or dp4a,
 launched 5 times; profile the last with
-    ncu --clock-control none -k regex:"imma|bf16" --launch-skip 4 --launch-count 1 --section SpeedOfLight \
+    ncu --clock-control none -k regex:"imma|bf16|dp4a" --launch-skip 4 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section MemoryWorkloadAnalysis python3 tests/gpu/ncu_imma.py
 """
 import os
@@ -10,6 +10,7 @@ import torch
 from gguf.constants import GGMLQuantizationType as QT
 
 from engine.kernels import bf16_decode as bf
+from engine.kernels import dp4a_gemv as dg
 from engine.kernels import imma_matmul as im
 from engine.kernels.packed import pack
 from tests.gpu.bench_matmul import weights
@@ -19,7 +20,7 @@ n, k = (int(v) for v in os.environ.get("SHAPE", "28672x4096").split("x"))
 p = pack(weights(QT.Q4_K, n, k), QT.Q4_K, k)
 x = torch.randn(rows, k, device="cuda").to(torch.bfloat16)
 nreal = torch.full((1,), rows, dtype=torch.int32, device="cuda")
-call = bf.matmul_parts if os.environ.get("KERNEL", "imma") == "bf16" else im.matmul_parts
+call = {"bf16": bf.matmul_parts, "dp4a": dg.matmul_parts}.get(os.environ.get("KERNEL", "imma"), im.matmul_parts)
 for _ in range(5):
     call(x, p, nreal)
 torch.cuda.synchronize()
