@@ -95,64 +95,139 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _row_q4k(acc, xp, dp, ok, ok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, INTERP: tl.constexpr):
-    """acc + one x row's share of a Q4_K unit (64 nibbles: low ones sub-block 2g, high ones 2g + 1)."""
-    zero = tl.zeros_like(ca)
-    plo = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), zero, INTERP)
-    plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), plo, INTERP), axis=3)
-    phi = _dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 8, mask=ok, other=0), zero, INTERP)
-    phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, tl.load(xp + 12, mask=ok, other=0), phi, INTERP), axis=3)
-    dx_lo = tl.load(dp, mask=ok3, other=0.0)
-    xs_lo = tl.load(dp + 1, mask=ok3, other=0.0)
-    dx_hi = tl.load(dp + 2, mask=ok3, other=0.0)
-    xs_hi = tl.load(dp + 3, mask=ok3, other=0.0)
-    t = tl.fma((sc_hi * phi).to(tl.float32), dx_hi, (sc_lo * plo).to(tl.float32) * dx_lo)
-    acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))
-    return acc
-
-
-@triton.jit
-def _row_q8(acc, xp, dp, ok, ok3, ca, cb, d, INTERP: tl.constexpr):
-    """acc + one x row's share of a Q8_0 block (32 int8 codes: two 16-byte halves)."""
-    p = _dp4a(ca, tl.load(xp, mask=ok, other=0), tl.zeros_like(ca), INTERP)
-    p = _dp4a(cb, tl.load(xp + 4, mask=ok, other=0), p, INTERP)
-    p = tl.sum(p, axis=3).to(tl.float32)
-    dx = tl.load(dp, mask=ok3, other=0.0)
-    acc = tl.fma(d, dx * p, acc)
-    return acc
-
-
-@triton.jit
-def _row_q4(acc, xp, dp, ok, ok3, ca, dd, mm, KIND: tl.constexpr, INTERP: tl.constexpr):
-    """acc + one x row's share of a Q4_0 / Q4_1 block (32 nibbles: values 0..15 low, 16..31 high)."""
-    p = _dp4a(ca & 0x0F0F0F0F, tl.load(xp, mask=ok, other=0), tl.zeros_like(ca), INTERP)
-    p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, tl.load(xp + 4, mask=ok, other=0), p, INTERP), axis=3)
-    p = p.to(tl.float32)
-    dx = tl.load(dp, mask=ok3, other=0.0)
-    xs = tl.load(dp + 1, mask=ok3, other=0.0)
-    if KIND == 2:
-        acc = tl.fma(dd, tl.fma(-8.0, xs, dx * p), acc)
-    else:
-        acc = tl.fma(mm, xs, tl.fma(dd, dx * p, acc))
-    return acc
-
-
-@triton.jit
-def _row(acc, i, r3, M, xp, dp, rstride, dstride, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
-         KIND: tl.constexpr, INTERP: tl.constexpr):
-    """acc + the share of x row r3 + i (r3: the pass's first row at full shape; real when < M) of the unit
-    step whose weights are loaded."""
-    ok3 = wok3 & (r3 + i < M)
-    ok = ok3[:, :, :, None]
-    xp = xp + i * rstride
-    dp = dp + i * dstride
+def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
+    """One x row's share of a unit step: its int8 words (four 16-byte vectors for Q4_K's 64 values, two
+    for the 32-value types) and its block scales (d, d * sum(q)) at the lanes' full shape."""
+    x0 = tl.load(xp, mask=ok, other=0)
+    x1 = tl.load(xp + 4, mask=ok, other=0)
+    x2 = x0
+    x3 = x1
+    d0 = tl.load(dp, mask=ok3, other=0.0)
+    s0 = d0
     if KIND == 4:
-        acc = _row_q4k(acc, xp, dp, ok, ok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, INTERP)
-    elif KIND == 1 or KIND >= 5:        # int8 weights: Q8_0's codes, IQ4's looked-up values
-        acc = _row_q8(acc, xp, dp, ok, ok3, ca, cb, dd, INTERP)
+        x2 = tl.load(xp + 8, mask=ok, other=0)
+        x3 = tl.load(xp + 12, mask=ok, other=0)
+        s0 = tl.load(dp + 1, mask=ok3, other=0.0)
+        d1 = tl.load(dp + 2, mask=ok3, other=0.0)
+        s1 = tl.load(dp + 3, mask=ok3, other=0.0)
     else:
-        acc = _row_q4(acc, xp, dp, ok, ok3, ca, dd, dmin, KIND, INTERP)
+        if KIND == 2 or KIND == 3:
+            s0 = tl.load(dp + 1, mask=ok3, other=0.0)
+        d1 = d0
+        s1 = s0
+    return x0, x1, x2, x3, d0, s0, d1, s1
+
+
+@triton.jit
+def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+              KIND: tl.constexpr, INTERP: tl.constexpr):
+    """acc + one x row's share (_x_unit) of one weight unit (_w_unit). Q4_K: 64 nibbles, low ones
+    sub-block 2g, high ones 2g + 1; Q8_0 (and IQ4's looked-up values): 32 int8 codes in two 16-byte
+    halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high."""
+    zero = tl.zeros_like(ca)
+    if KIND == 4:
+        plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
+        plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
+        phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
+        phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, x3, phi, INTERP), axis=3)
+        t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
+        acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
+    elif KIND == 1 or KIND >= 5:
+        p = _dp4a(ca, x0, zero, INTERP)
+        p = _dp4a(cb, x1, p, INTERP)
+        p = tl.sum(p, axis=3).to(tl.float32)
+        acc = tl.fma(dd, d0 * p, acc)
+    else:
+        p = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
+        p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, x1, p, INTERP), axis=3).to(tl.float32)
+        if KIND == 2:
+            acc = tl.fma(dd, tl.fma(-8.0, s0, d0 * p), acc)
+        else:
+            acc = tl.fma(dmin, s0, tl.fma(dd, d0 * p, acc))
     return acc
+
+
+@triton.jit
+def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
+    """Pointers of weight rows n3's first units (lanes u3): codes [.., 4] (one 16-byte vector a lane),
+    scales, and sub-block bytes (Q4_K) or Q6-style run scales (IQ4_XS)."""
+    j = tl.arange(0, 4)[None, None, None, :]
+    if KIND == 4:
+        WU: tl.constexpr = 8            # 32-bit code words per unit
+        U = K // 64
+    elif KIND == 1:
+        WU: tl.constexpr = 8
+        U = K // 32
+    else:
+        WU: tl.constexpr = 4
+        U = K // 32
+    NB = K // 32
+    cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
+    gp = sub
+    if KIND == 4:
+        sb = n3 * (K // 256) + u3 // 4
+        sp = scales + sb * 2
+        gp = sub + sb * 16 + 2 * (u3 % 4)
+    elif KIND == 3:
+        sp = scales + (n3 * NB + u3) * 2
+    elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32
+        sp = scales + n3 * (K // 256) + u3 // 8
+        gp = sub + n3 * NB + u3
+    else:
+        sp = scales + n3 * NB + u3
+    return cp, sp, gp
+
+
+@triton.jit
+def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
+    """One unit step's weights at the lanes: codes (ca, cb: 16-byte vectors), d, dmin or m, and Q4_K's
+    sub-block scales and minimums."""
+    ca = tl.load(cp, mask=wok, other=0)
+    cb = ca
+    dmin = tl.zeros(wok3.shape, dtype=tl.float32)
+    sc_lo = tl.zeros(wok3.shape, dtype=tl.int32)
+    sc_hi = sc_lo
+    mn_lo = dmin
+    mn_hi = dmin
+    if KIND == 1:
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+    elif KIND == 4:
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
+        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+        mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
+        mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
+    elif KIND >= 5:                 # IQ4: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+        cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
+        ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        if KIND == 6:
+            dd = dd * tl.load(gp, mask=wok3, other=0).to(tl.float32)
+    else:
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        if KIND == 3:
+            dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+    return ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+
+
+@triton.jit
+def _row(acc, acc_b, i, r3, M, xp, dp, rstride, dstride, wok3,
+         ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+         ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b,
+         XS: tl.constexpr, KIND: tl.constexpr, INTERP: tl.constexpr):
+    """acc (and acc_b, XS == 2) + the share of x row r3 + i (r3: the pass's first row at full shape; real
+    when < M) of the unit step whose weights are loaded: x loaded once for the XS weight rows."""
+    ok3 = wok3 & (r3 + i < M)
+    x0, x1, x2, x3, d0, s0, d1, s1 = _x_unit(xp + i * rstride, dp + i * dstride, ok3[:, :, :, None], ok3, KIND)
+    acc = _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                    KIND, INTERP)
+    if XS == 2:
+        acc_b = _dot_unit(acc_b, x0, x1, x2, x3, d0, s0, d1, s1, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b,
+                          mn_lo_b, mn_hi_b, KIND, INTERP)
+    return acc, acc_b
 
 
 @triton.jit
@@ -164,23 +239,20 @@ def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
-          STAGES: tl.constexpr, UNROLL: tl.constexpr):
-    """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw, stored to part.
+          XS: tl.constexpr = 1):
+    """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
     block; IQ4_NL / IQ4_XS 16 bytes, one 32-value run, its codes turned into their int8 values once for
     the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights
     once and gives them to the pass's RB rows (RB <= 4) one after another, each row by the same code
-    into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it."""
+    into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it.
+    XS == 2: a thread holds two weight rows (n_raw and n_raw + BN) and each x load serves both (x is
+    read from L1 once per two weight rows); each weight row runs the same code as with XS == 1."""
     if KIND == 4:
-        WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64                     # units per weight row
-    elif KIND == 1:
-        WU: tl.constexpr = 8
-        U = K // 32
     else:
-        WU: tl.constexpr = 4
         U = K // 32
     NB = K // 32                        # 32-value x blocks per row
     full = tl.zeros((1, BN, L), dtype=tl.int32)       # every tensor at full shape: one layout
@@ -188,109 +260,92 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     n3 = tl.minimum(n_raw, N - 1)[None, :, None] + full
     u3 = tl.arange(0, L)[None, None, :] + full
     j = tl.arange(0, 4)[None, None, None, :]            # a thread's 16-byte vector: 4 words
-    cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
+    cp, sp, gp = _w_ptrs(n3, u3, codes, scales, sub, K, KIND)
+    cp_b, sp_b, gp_b = cp, sp, gp
+    if XS == 2:
+        cp_b, sp_b, gp_b = _w_ptrs(tl.minimum(n_raw + BN, N - 1)[None, :, None] + full, u3, codes, scales, sub, K,
+                                   KIND)
     if KIND == 4:
         xp = xq + (r3 * (K // 4) + u3 * 16)[:, :, :, None] + j
-        sb = n3 * (K // 256) + u3 // 4
-        sp = scales + sb * 2
-        gp = sub + sb * 16 + 2 * (u3 % 4)
         dp = xds + (r3 * NB + 2 * u3) * 2
     else:
         xp = xq + (r3 * (K // 4) + u3 * 8)[:, :, :, None] + j
-        if KIND == 3:
-            sp = scales + (n3 * NB + u3) * 2
-        elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32
-            sp = scales + n3 * (K // 256) + u3 // 8
-            gp = sub + n3 * NB + u3
-        else:
-            sp = scales + n3 * NB + u3
         dp = xds + (r3 * NB + u3) * 2
     acc0 = tl.zeros((1, BN, L), dtype=tl.float32)
-    acc1 = tl.zeros((1, BN, L), dtype=tl.float32)
-    acc2 = tl.zeros((1, BN, L), dtype=tl.float32)
-    acc3 = tl.zeros((1, BN, L), dtype=tl.float32)
-    for u0 in tl.range(0, U, L, num_stages=STAGES, loop_unroll_factor=UNROLL):
+    acc1 = acc0
+    acc2 = acc0
+    acc3 = acc0
+    acc4 = acc0                         # acc4..acc7: the second weight rows' (XS == 2)
+    acc5 = acc0
+    acc6 = acc0
+    acc7 = acc0
+    for u0 in range(0, U, L):
         if EVEN:
             wok3 = full == 0
         else:
             wok3 = u3 + u0 < U
         wok = wok3[:, :, :, None]
-        ca = tl.load(cp, mask=wok, other=0)
-        cb = ca
-        dmin = tl.zeros((1, BN, L), dtype=tl.float32)
-        sc_lo = full
-        sc_hi = full
-        mn_lo = dmin
-        mn_hi = dmin
-        if KIND == 1:
-            cb = tl.load(cp + 4, mask=wok, other=0)
-            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-        elif KIND == 4:
-            cb = tl.load(cp + 4, mask=wok, other=0)
-            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-            dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
-            sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
-            sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
-            mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
-            mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
-            gp += 4 * L
-        elif KIND >= 5:                 # IQ4: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
-            cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
-            ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
-            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-            if KIND == 6:
-                dd = dd * tl.load(gp, mask=wok3, other=0).to(tl.float32)
-                gp += L
-        else:
-            dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-            if KIND == 3:
-                dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+        ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_unit(cp, sp, gp, wok, wok3, KIND, INTERP)
+        ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+        if XS == 2:
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(cp_b, sp_b, gp_b, wok, wok3,
+                                                                                   KIND, INTERP)
         rs = K // 4
         ds = NB * 2
-        acc0 = _row(acc0, 0, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
-                    KIND, INTERP)
+        acc0, acc4 = _row(acc0, acc4, 0, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                          mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
         if RB > 1:
-            acc1 = _row(acc1, 1, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
-                        KIND, INTERP)
+            acc1, acc5 = _row(acc1, acc5, 1, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
         if RB > 2:
-            acc2 = _row(acc2, 2, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
-                        KIND, INTERP)
-            acc3 = _row(acc3, 3, r3, M, xp, dp, rs, ds, wok, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
-                        KIND, INTERP)
-        cp += L * WU
+            acc2, acc6 = _row(acc2, acc6, 2, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+            acc3, acc7 = _row(acc3, acc7, 3, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
         if KIND == 4:
+            step_w, step_s, step_g = 8 * L, L // 2, 4 * L
             xp += 16 * L
-            sp += L // 2
             dp += 4 * L
         else:
+            step_w = (8 if KIND == 1 else 4) * L
+            step_s = 2 * L if KIND == 3 else (L // 8 if KIND == 6 else L)
+            step_g = L
             xp += 8 * L
-            if KIND == 3:
-                sp += 2 * L
-            elif KIND == 6:
-                sp += L // 8
-            else:
-                sp += L
             dp += 2 * L
+        cp += step_w
+        sp += step_s
+        gp += step_g
+        cp_b += step_w
+        sp_b += step_s
+        gp_b += step_g
     _store_row(acc0, 0, r0, M, part, stride_pm, n_raw, N)
     if RB > 1:
         _store_row(acc1, 1, r0, M, part, stride_pm, n_raw, N)
     if RB > 2:
         _store_row(acc2, 2, r0, M, part, stride_pm, n_raw, N)
         _store_row(acc3, 3, r0, M, part, stride_pm, n_raw, N)
+    if XS == 2:
+        _store_row(acc4, 0, r0, M, part, stride_pm, n_raw + BN, N)
+        if RB > 1:
+            _store_row(acc5, 1, r0, M, part, stride_pm, n_raw + BN, N)
+        if RB > 2:
+            _store_row(acc6, 2, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(acc7, 3, r0, M, part, stride_pm, n_raw + BN, N)
 
 
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, RB: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr):
-    n_raw = tl.program_id(0) * BN + tl.arange(0, BN)
+                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr):
+    """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN."""
+    n_raw = tl.program_id(0) * (BN * XS) + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB,
-              STAGES, UNROLL)
-    zero = tl.zeros((BN,), dtype=tl.float32)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS)
+    zero = tl.zeros((BN * XS,), dtype=tl.float32)
+    n_all = tl.program_id(0) * (BN * XS) + tl.arange(0, BN * XS)
     for r in range(M, T):
-        tl.store(part + r * stride_pm + n_raw, zero, mask=n_raw < N)
+        tl.store(part + r * stride_pm + n_all, zero, mask=n_all < N)
 
 
 WARPS = int(os.environ.get("STRATA_DP4A_WARPS", "4"))
@@ -302,11 +357,11 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
 # setting: each row of a pass runs the same code into its own accumulator.
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
-# software pipelining of the weight loop (Triton's tl.range num_stages: the next steps' loads issued
-# before this step's products) and its unrolling, for measuring; unset: the compiler's defaults. Neither
-# changes a row's arithmetic or its order.
-LOOP_STAGES = int(os.environ["STRATA_DP4A_STAGES"]) if os.environ.get("STRATA_DP4A_STAGES") else None
-LOOP_UNROLL = int(os.environ["STRATA_DP4A_UNROLL"]) if os.environ.get("STRATA_DP4A_UNROLL") else None
+# weight rows that share each x load (1 or 2): a thread holds XS weight rows, so x (the same for every
+# weight row, read through L1) is loaded once for XS of them. H200 Nsight Compute, gate|up 28672x4096 one
+# row at XS 1: L1/TEX 81.5% busy (72.5% hits: x), DRAM 60%, 20 of 25 cycles between instructions
+# waiting on L1TEX. A row's bits are the same at either setting (the same code per weight row).
+X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "1"))
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
@@ -318,12 +373,11 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, stages: int | None = LOOP_STAGES,
-                 unroll: int | None = LOOP_UNROLL) -> tuple[torch.Tensor, int]:
+                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = X_SHARED) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
-    quantized here. warps, nr (weight rows per thread), rb (x rows per pass), stages and unroll (the weight
-    loop's pipelining and unrolling) are for measuring only."""
+    quantized here. warps, nr (weight rows per thread), rb (x rows per pass) and xs (weight rows per x
+    load) are for measuring only."""
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
@@ -332,8 +386,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     rb = 1 if t == 1 else rb
     words = w.codes.view(torch.int32)
-    _dp4a_kernel[(triton.cdiv(w.n, bn),)](
+    _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, STAGES=stages, UNROLL=unroll, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, RB=rb, XS=xs, num_warps=warps, **NO_FUSION)
     return part, 1

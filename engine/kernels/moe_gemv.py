@@ -69,7 +69,7 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
         else:
             row = r.to(tl.int64)
         _pass(0, 1, xq + row * (K // 4), xds + row * (K // 32) * 2, codes, scales, sub, out, n_loc, NE, K,
-              stride_pm, KIND, BN, L, EVEN, INTERP, 1, None, None)
+              stride_pm, KIND, BN, L, EVEN, INTERP, 1)
     else:
         tl.store(out + n_loc, tl.zeros((BN,), dtype=tl.float32), mask=n_loc < NE)
 

@@ -181,9 +181,9 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         row["cublas_bf16_us"] = time_call(lambda: x @ dense.T)
         for cfg in (configs or []) if m in (1, 8, 16) and m <= sm.DECODE_ROWS else []:
             try:
-                if cfg[0] == "loop":
-                    call = lambda: dg.matmul_parts(x, p, nreal, stages=cfg[1], unroll=cfg[2])  # noqa: E731
-                    key = f"cfg s{cfg[1]}/u{cfg[2]}"
+                if cfg[0] == "xs":
+                    call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[2], xs=cfg[1])  # noqa: E731
+                    key = f"cfg xs{cfg[1]}/rb{cfg[2]}"
                 elif cfg[0] == "rb":
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
                     key = f"cfg rb{cfg[1]}"
@@ -220,7 +220,7 @@ def main() -> int:
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
     ap.add_argument("--sweep-bf16", action="store_true", help="also time the bf16 kernel at 528 and 1056 programs with 4 and 2 codes per asm call")
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
-    ap.add_argument("--sweep-loop", action="store_true", help="also time the decode kernel's weight loop pipelined (stages) and unrolled")
+    ap.add_argument("--sweep-xs", action="store_true", help="also time the decode kernel with 1 and 2 weight rows per x load")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
     ap.add_argument("--no-checks", action="store_true", help="time only (the checks compile every type first)")
@@ -250,8 +250,8 @@ def main() -> int:
         # (2026-12-02 sweeps: BN 64/128/256, 4/8 warps, 2/3/4 stages, target 264..2112: 128/4/2 best on every
         # 8B matrix, target 1056 ~8% ahead of 528 in one call); now the two asm widths (codes per call)
         configs = [("bf16", 128, 4, 2, tg, pk) for tg in (528, 1056) for pk in (4, 2)]
-    if args.sweep_loop:
-        configs = [("loop", st, un) for st, un in ((None, None), (2, None), (3, None), (4, None), (None, 2), (2, 2))]
+    if args.sweep_xs:
+        configs = [("xs", 1, 4), ("xs", 2, 4), ("xs", 2, 2)]
     if args.sweep_rb:
         configs = [("rb", 1), ("rb", 2), ("rb", 4)]
     rows = []
