@@ -11,6 +11,19 @@ from __future__ import annotations
 import torch
 
 
+def on_device(values, device: torch.device) -> torch.Tensor:
+    """values (a list of ints or a host tensor) on device without a host wait. A plain `.to(cuda)` or
+    `torch.tensor(..., device=cuda)` from pageable memory is a copy followed by a wait for the stream (so
+    the host could not queue a window's successor while the window ran): here the values go through
+    pinned memory and an asynchronous copy. A tensor already on the device is returned as it is."""
+    if isinstance(values, torch.Tensor) and values.device == device:
+        return values
+    t = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.long)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 class TileGraph:
     """One captured pass over an n-row tile. Inputs: x [n, n_embd] float32, token ids, slots, positions
     and the number of real rows (meta[2, 0]); `forward(x, tok, slot, pos, n_real)` returns the tensors the
@@ -61,7 +74,10 @@ class TileGraph:
             rows.append(tok)
         elif tok is not None:
             self.tok[:tok.shape[0]].copy_(tok, non_blocking=True)
-        self.meta[:len(rows), :n].copy_(torch.stack(rows), non_blocking=True)
+        meta = torch.stack(rows)
+        if self.meta.is_cuda and not meta.is_cuda:      # pinned: an asynchronous copy (see on_device)
+            meta = meta.pin_memory()
+        self.meta[:len(rows), :n].copy_(meta, non_blocking=True)
         return self._replay()
 
     def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,

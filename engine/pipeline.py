@@ -22,6 +22,7 @@ import torch
 
 from engine import cpu_thread
 from engine.block import Tile
+from engine.graphs import on_device
 from engine.stage import Stage
 
 CHAIN_POLL_S = 2e-4      # how often a chained window waiting for its successor looks at its own kernels
@@ -197,8 +198,8 @@ class Pipeline:
         if x is None:
             tokens = rows.tokens
             if rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
-                tokens = tokens.to(stage.device)
-                tokens[torch.tensor(rows.index, device=stage.device)] = rows.feed.picks
+                tokens = on_device(tokens, stage.device)
+                tokens[on_device(rows.index, stage.device)] = rows.feed.picks
                 rows.feed = None           # (windows would otherwise hold every earlier one of a chain)
             x = stage.embed(tokens)
         else:
@@ -232,7 +233,7 @@ class Pipeline:
                         ev.record(stream)
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
-                    hidden = y[torch.tensor(rows.index, device=y.device)]
+                    hidden = y[on_device(rows.index, y.device)]
                     logits_of = lambda idx: self._logits(stage, rows, y, idx, made)  # noqa: E731
                     nxt = None
                     if self.chain and rows.pick_idx is not None:
@@ -299,14 +300,14 @@ class Pipeline:
                 if inside and made and a in made:
                     first, last = inside[0] - a, inside[-1] - a
                     lg = (made[a][first:last + 1] if last - first + 1 == len(inside)
-                          else made[a][torch.tensor(inside, device=made[a].device) - a])
+                          else made[a][on_device(inside, made[a].device) - a])
                     out.update(zip(inside, lg))
                 elif inside and stage.row_count_free:      # the wanted rows only, at the tile's row count
-                    out.update(zip(inside, stage.logits(y[torch.tensor(inside, device=y.device)], rows=size)))
+                    out.update(zip(inside, stage.logits(y[on_device(inside, y.device)], rows=size)))
                 elif inside:   # the head runs on the whole tile; only the wanted rows travel to the host
                     # (a decode tile's rows are row-invariant at any count: stop at the last wanted row)
                     end = a + size if size not in self.tiles.decode_sizes() else inside[-1] + 1
-                    lg = stage.logits(y[a:end])[torch.tensor(inside, device=y.device) - a]
+                    lg = stage.logits(y[a:end])[on_device(inside, y.device) - a]
                     out.update(zip(inside, lg))
         return torch.stack([out[rows.index[i]] for i in idx]) if idx else torch.empty(0)
 

@@ -9,7 +9,7 @@ import torch
 from engine import gdn
 from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
-from engine.graphs import TileGraph
+from engine.graphs import TileGraph, on_device
 from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.quant import QuantTensor
 from engine.weights import DeltaNetWeights, WeightLoader
@@ -80,7 +80,7 @@ class Stage:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embedding.rows(tokens.to(self.device)).float()      # the residual stream stays float32
+        x = self.embedding.rows(on_device(tokens, self.device)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
     def graphed(self, n_rows: int) -> bool:
@@ -117,7 +117,7 @@ class Stage:
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
             return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)
-        return self._forward(x, Tile(tile.slot.to(self.device), tile.pos.to(self.device), tile.n_real,
+        return self._forward(x, Tile(on_device(tile.slot, self.device), on_device(tile.pos, self.device), tile.n_real,
                                      per_row=tile.per_row)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:

@@ -357,11 +357,26 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
 # setting: each row of a pass runs the same code into its own accumulator.
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
-# weight rows that share each x load (1 or 2): a thread holds XS weight rows, so x (the same for every
-# weight row, read through L1) is loaded once for XS of them. H200 Nsight Compute, gate|up 28672x4096 one
-# row at XS 1: L1/TEX 81.5% busy (72.5% hits: x), DRAM 60%, 20 of 25 cycles between instructions
-# waiting on L1TEX. A row's bits are the same at either setting (the same code per weight row).
-X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "1"))
+# weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
+# holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
+# them. A row's bits are the same at either setting (the same code per weight row).
+X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
+# the fewest programs a launch keeps with two weight rows a thread (below: one)
+XS_MIN_PROGRAMS = 256
+
+
+def shared_x(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> int:
+    """Weight rows per x load for a weight's shape: 2 where a row takes all 32 lanes and the launch keeps
+    at least XS_MIN_PROGRAMS programs, else 1. H200, bench_matmul --sweep-xs (us, XS 1 -> 2): llama-3-8b
+    gate|up 28672x4096 one row 25.1 -> 25.5, 8 rows 82.9 -> 77.3, 16 rows 158.9 -> 145.9; down
+    4096x14336 11.9 -> 10.6 / 46.9 -> 43.5; qkv 6144x4096 8.7 -> 6.4 / 22.8 -> 17.8; wo 5.8 -> 5.5;
+    SmolLM2's gate|up 3072x576 (8 lanes, 96 programs at 2) 4.2 -> 4.4. End to end (strata bench, 8B
+    Q4_K, 512-token prompt, 128 tokens): one stream 331 -> 360 tok/s, eight 1,060 -> 1,153. Nsight
+    Compute at XS 1, gate|up one row: L1/TEX 81.5% busy (72.5% hits: x), DRAM 60%."""
+    if X_SHARED:
+        return X_SHARED
+    bn, lanes = plan(kind, n, k, warps, nr)
+    return 2 if lanes == 32 and triton.cdiv(n, 2 * bn) >= XS_MIN_PROGRAMS else 1
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
@@ -373,7 +388,7 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = X_SHARED) -> tuple[torch.Tensor, int]:
+                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = 0) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
     quantized here. warps, nr (weight rows per thread), rb (x rows per pass) and xs (weight rows per x
@@ -385,6 +400,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     rb = 1 if t == 1 else rb
+    xs = xs or shared_x(w.kind, w.n, w.k, warps, nr)
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
