@@ -7,11 +7,12 @@ group's next window at once, while the other groups' windows are in the earlier 
 Chaining (Pipeline.chain: one stage): while a group's window is pure greedy decoding (one row per slot,
 no drafts, no penalties, no logits wanted), its next window is queued at once on top of it, its tokens
 the first window's picks on the device; so the device runs it while the host commits the first. If
-the first window ends a sequence, the second one's row for that slot is dropped (a KV row past the
-sequence's end, never read).
+the first window ends a sequence, the later ones' rows for that slot are dropped (KV rows past the
+sequence's end, never read). Up to CHAIN_DEPTH windows are chained beyond the oldest one in flight.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -23,6 +24,11 @@ from engine.sampling import argmax_pick
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 from engine.window import SlotRows, verdicts as window_verdicts
+
+# chained windows queued beyond the oldest one in flight (STRATA_CHAIN_DEPTH): at 1 the next window can be
+# built only once the one before the running window has come back, so the host's part of a window
+# (commit, build, launch) must fit in one window's device time; at 2 it has two
+CHAIN_DEPTH = max(1, int(os.environ.get("STRATA_CHAIN_DEPTH", "1")))
 
 
 @dataclass
@@ -48,6 +54,7 @@ class InFlight:
     parts: list[SlotRows]
     seqs: dict                                      # slot -> the sequence its rows were built for
     rows: Rows
+    chained: bool = False                           # a chained window is queued on this one's picks
 
 
 class Scheduler:
@@ -139,11 +146,14 @@ class Scheduler:
         for g in range(len(self.groups)):
             if not busy[g]:
                 self._launch(g)
-        if self.pipeline.chain:
+        grew = self.pipeline.chain
+        while grew:                                     # chain on the windows just chained, up to the depth
+            grew = False
             for w in list(self.inflight):
-                if busy[w.group] <= 1 and self._chainable(w):
+                if busy[w.group] <= CHAIN_DEPTH and self._chainable(w):
                     busy[w.group] += 1
                     self._launch_chained(w)
+                    grew = True
         if self.inflight:
             w = self.inflight[0]
             try:
@@ -206,9 +216,10 @@ class Scheduler:
         return sr.decoding and sr.n_rows == 1 and not sr.proposals and argmax_pick(seq.params) and seq.logits is None
 
     def _chainable(self, w: InFlight) -> bool:
-        """Whether the group's next window can go now, on w's device picks: w is pure greedy decoding,
-        every sequence in it may take two more tokens, and no other slot of the group waits for a window."""
-        if w.rows.pick_idx is None or w.rows.successor is not None or not self._chains(self._depth()):
+        """Whether the group's next window can go now, on w's device picks: w is pure greedy decoding and
+        the group's latest window, every sequence in it may take a token more than its windows in flight
+        give, and no other slot of the group waits for a window."""
+        if w.rows.pick_idx is None or w.chained or not self._chains(self._depth()):
             return False
         members = {sr.slot for sr in w.parts}
         for i in self.groups[w.group]:
@@ -218,12 +229,14 @@ class Scheduler:
                     return False
                 continue
             seq = w.seqs[i]
-            if s.seq is not seq or seq.cancelled or seq.room() < 2 or s.in_flight != 1:
+            if (s.seq is not seq or seq.cancelled or not 1 <= s.in_flight <= CHAIN_DEPTH
+                    or seq.room() < s.in_flight + 1):
                 return False
         return True
 
     def _launch_chained(self, w: InFlight) -> None:
         """w's group's next window: each slot's next position, its token w's pick (on the device)."""
+        w.chained = True
         parts = [SlotRows(sr.slot, j, sr.first_pos + 1, 1, True) for j, sr in enumerate(w.parts)]
         for sr in parts:
             self.slots[sr.slot].in_flight += 1

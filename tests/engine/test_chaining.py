@@ -28,19 +28,24 @@ def run(model, reqs, chain: str, monkeypatch, parallel=2):
 
 @pytest.fixture()
 def chained_windows(monkeypatch):
-    count = [0]
+    """[chained windows launched, the most windows in flight when one was]"""
+    count = [0, 0]
     real = scheduler.Scheduler._launch_chained
 
     def counting(self, w):
         count[0] += 1
+        count[1] = max(count[1], len(self.inflight))
         return real(self, w)
     monkeypatch.setattr(scheduler.Scheduler, "_launch_chained", counting)
     return count
 
 
-def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch, chained_windows):
+@pytest.mark.parametrize("depth", [1, 2])
+def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch, chained_windows, depth):
     """Greedy streams with EOS on, max_tokens, a stop string and one sampled stream beside them (which
-    stops chaining for its group); more requests than slots, so slots are reused after chained windows."""
+    stops chaining for its group); more requests than slots, so slots are reused after chained windows;
+    one and two chained windows beyond the oldest in flight (depth 2: sequences end two windows early)."""
+    monkeypatch.setattr(scheduler, "CHAIN_DEPTH", depth)
     reqs = [req("a", "the first request", n=24), req("b", "another one here", n=7),
             req("c", "a third, with eos", n=30, ignore_eos=False),
             req("d", "sampled beside them", n=10, temperature=0.8, seed=4),
@@ -51,7 +56,7 @@ def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch
     reqs.append(req("f", "the first request", n=24, stop=[stop]))
     base["f"] = run(model, reqs[-1:], "0", monkeypatch)["f"]
     got = run(model, reqs, "1", monkeypatch)
-    assert chained_windows[0] > 20
+    assert chained_windows[0] > 20 and chained_windows[1] == depth
     for r in reqs:
         assert got[r.request_id].tokens == base[r.request_id].tokens, r.request_id
         assert got[r.request_id].done.finish_reason == base[r.request_id].done.finish_reason, r.request_id
