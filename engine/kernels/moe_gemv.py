@@ -51,16 +51,17 @@ def expert_planes(in_b, first, codes_a, scales_a, sub_a, codes_b, scales_b, sub_
 def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: tl.constexpr,
                  codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE, part, K, stride_pm, cw, sw, bw,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr):
-    """Program (i, pair): weight rows [BN i, BN i + BN) of stack a (i < NPA) or of stack b (the rest)
-    for pair = r * TOPK + j, expert sel[r, j], stored at part[pair, col] (b's columns after a's NE)."""
+                 INTERP: tl.constexpr, XS: tl.constexpr):
+    """Program (i, pair): weight rows [W i, W i + W) (W = BN * XS: XS weight rows per x load) of stack a
+    (i < NPA) or of stack b (the rest) for pair = r * TOPK + j, expert sel[r, j], stored at part[pair, col]
+    (b's columns after a's NE)."""
     i = tl.program_id(0)
     pair = tl.program_id(1)
     r = pair // TOPK
     M = tl.minimum(tl.load(nreal_ptr), T)
     e = tl.load(sel_ptr + pair).to(tl.int64) * NE            # the expert's first weight row (read beside M:
     in_b = i >= NPA                                          # sel is written for every row of the tile)
-    n_loc = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+    n_loc = (i - tl.where(in_b, NPA, 0)) * (BN * XS) + tl.arange(0, BN)
     out = part + pair.to(tl.int64) * stride_pm + tl.where(in_b, NE, 0)
     if r < M:
         codes, scales, sub = expert_planes(in_b, e, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, cw, sw, bw)
@@ -69,9 +70,10 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
         else:
             row = r.to(tl.int64)
         _pass(0, 1, xq + row * (K // 4), xds + row * (K // 32) * 2, codes, scales, sub, out, n_loc, NE, K,
-              stride_pm, KIND, BN, L, EVEN, INTERP, 1)
+              stride_pm, KIND, BN, L, EVEN, INTERP, 1, XS)
     else:
-        tl.store(out + n_loc, tl.zeros((BN,), dtype=tl.float32), mask=n_loc < NE)
+        n_all = (i - tl.where(in_b, NPA, 0)) * (BN * XS) + tl.arange(0, BN * XS)
+        tl.store(out + n_all, tl.zeros((BN * XS,), dtype=tl.float32), mask=n_all < NE)
 
 
 @triton.jit
@@ -182,22 +184,24 @@ def planes(p, words: bool) -> tuple:
 # against 56.9 + 37.6
 PAIR_NR = int(os.environ.get("STRATA_MOE_NR", "16" if INTERPRET else "4"))
 PAIR_WARPS = int(os.environ.get("STRATA_MOE_WARPS", str(WARPS)))
+# weight rows per x load (engine.kernels.dp4a_gemv._pass): measuring only until run on a GPU
+PAIR_XS = int(os.environ.get("STRATA_MOE_XS", "1"))
 
 
 def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int, k: int,
-           part: torch.Tensor, nr: int | None = None, warps: int | None = None):
+           part: torch.Tensor, nr: int | None = None, warps: int | None = None, xs: int | None = None):
     """part[pair, :] = x[row] @ expert(sel[pair]) rows of a (then of b where given): see _pair_kernel.
     Returns the launched kernel (its n_regs, n_spills)."""
-    nr, warps = nr or PAIR_NR, warps or PAIR_WARPS
+    nr, warps, xs = nr or PAIR_NR, warps or PAIR_WARPS, xs or PAIR_XS
     bn, lanes = plan(a.kind, ne, k, warps, nr)
-    npa = triton.cdiv(ne, bn)
+    npa = triton.cdiv(ne, bn * xs)
     ca, sa, ba, cw, sw, bw = planes(a, True)
     cb, sb, bb = planes(b if b is not None else a, True)[:3]
     topk = sel.shape[1]
     return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
-        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, num_warps=warps, **NO_FUSION)
+        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION)
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None,

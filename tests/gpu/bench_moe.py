@@ -1,6 +1,6 @@
 """The MoE decode kernels alone (engine.kernels.moe_gemv) on one layer of a real-shaped file: routing
 (torch ops vs the two-launch router) and the pair kernels (gate|up, down) at each configuration of
-weight rows per thread (nr) and warps, for 1, 2 and 8 real rows. Each figure is one launch's time from
+weight rows per thread (nr), warps and weight rows per x load (xs), for 1, 2 and 8 real rows. Each figure is one launch's time from
 20 launches replayed as a CUDA graph (no Python launch cost), and GB/s counts the distinct experts'
 bytes the launch must read.
 
@@ -65,12 +65,13 @@ def main() -> int:
         gu = torch.empty((t * k, 2 * ff), dtype=torch.float32, device="cuda:0")
         y = torch.empty((t * k, d), dtype=torch.float32, device="cuda:0")
         G, U, D = lw.gate_exps.packed, lw.up_exps.packed, lw.down_exps.packed
-        for nr, warps in ((1, 4), (2, 4), (4, 4), (4, 8), (8, 4), (8, 2), (4, 2), (16, 1), (8, 1), (2, 8)):
-            ka = moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps)
-            kb = moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps)
-            a = timed(lambda: moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps))
-            b = timed(lambda: moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps))
-            print(f"  nr {nr:2d} warps {warps}: gate|up {a:6.1f} us ({distinct * gu_b / a / 1e3:5.0f} GB/s, "
+        for nr, warps, xs in ((1, 4, 1), (2, 4, 1), (4, 4, 1), (4, 8, 1), (8, 4, 1), (2, 4, 2), (4, 4, 2), (1, 4, 2),
+                              (2, 8, 2), (8, 1, 1)):
+            ka = moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps, xs)
+            kb = moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps, xs)
+            a = timed(lambda: moe_gemv._pairs(xq, False, n, t, sel, G, U, ff, d, gu, nr, warps, xs))
+            b = timed(lambda: moe_gemv._pairs(gq, True, n, t, sel, D, None, d, ff, y, nr, warps, xs))
+            print(f"  nr {nr:2d} warps {warps} xs {xs}: gate|up {a:6.1f} us ({distinct * gu_b / a / 1e3:5.0f} GB/s, "
                   f"{ka.n_regs} regs, {ka.n_spills} spills)   down {b:6.1f} us ({distinct * dn_b / b / 1e3:5.0f} GB/s, "
                   f"{kb.n_regs} regs)")
         print(f"  whole routed(): {timed(lambda: moe_gemv.routed(w, sel, lw, h, n, xq)):.1f} us")
