@@ -14,6 +14,7 @@ import torch
 
 from engine.block import Tile, device_experts, matmul_input, run_block
 from engine.config import ModelConfig
+from engine.graphs import on_device
 from engine.layers import rms_norm, rope_tables
 from engine.weights import DrafterWeights, HeadWeights
 
@@ -159,9 +160,8 @@ class MtpDrafter:
         """The layer over rows: tok a host list or a device tensor of token ids."""
         if self.graphs is not None:
             return self.graphs.run("layer", hidden, tok, slots, pos)[0]
-        tok = tok if isinstance(tok, torch.Tensor) else torch.tensor(tok)
-        return self._layer(tok.to(self.device), hidden, torch.tensor(slots, device=self.device),
-                           torch.tensor(pos, device=self.device))
+        return self._layer(on_device(tok, self.device), hidden, on_device(slots, self.device),
+                           on_device(pos, self.device))
 
     def _propose(self, g: torch.Tensor, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         if self.graphs is not None:
@@ -192,14 +192,14 @@ class MtpDrafter:
                         last[sr.slot] = len(rows) - 1      # its last kept row starts the chain
         if not rows:
             return {}
-        trunk = hidden[torch.tensor(rows, device=hidden.device)]
+        trunk = hidden[on_device(rows, hidden.device)]
         if self.trunk_norm is not None:
             trunk = rms_norm(trunk, self.trunk_norm, self.cfg.norm_eps)
         g = self._rows(trunk, nxt, slots, pos)
         live = list(last)
         if depth <= 0 or not live:
             return {}
-        h = g[torch.tensor([last[s] for s in live], device=g.device)]
+        h = g[on_device([last[s] for s in live], g.device)]
         at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
         tok, p = self._propose(h, live)
         steps = []                                         # (chains, their proposals, probabilities)
@@ -211,7 +211,7 @@ class MtpDrafter:
                 keep = [i for i in keep if probs[i] >= min_p]
             if step + 1 == depth or not keep:
                 break
-            idx = torch.tensor(keep, device=h.device)
+            idx = on_device(keep, h.device)
             live = [live[i] for i in keep]
             for s in live:
                 at[s] += 1
