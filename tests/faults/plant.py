@@ -82,7 +82,7 @@ FAULTS = [
           "                p = tl.sum(t, axis=1)\n                acc = tl.where(rows[:, None] == r, acc, acc)",
           [PK + "test_matmul_is_right_and_row_invariant", PK + "test_decode_kernel_bf16_rows"]),
     Fault("dp4a-q4k-min-term-dropped", "engine/kernels/dp4a_gemv.py",
-          "acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, xs_hi, mn_lo * xs_lo), acc))",
+          "acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))",
           "acc = tl.fma(dd, t, acc)",
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
@@ -138,8 +138,12 @@ FAULTS = [
           ["tests/engine/test_drafts.py::test_replay_proposals_keep_the_recorded_tokens_at_the_rate_asked"]),
     # the int8 decode kernel: a pass's later rows multiplied with its first row's x
     Fault("dp4a-pass-rows-share-x", "engine/kernels/dp4a_gemv.py",
-          "    xp = xp + i * rstride\n", "    xp = xp + 0 * rstride\n",
+          "_x_unit(xp + i * rstride,", "_x_unit(xp + 0 * rstride,",
           [DG + "test_decode_kernel_is_right_and_row_invariant"]),
+    # two weight rows a thread (XS 2): the second rows' code pointers left at the first lane step
+    Fault("dp4a-xs-second-rows-stale", "engine/kernels/dp4a_gemv.py",
+          "        cp_b += step_w\n", "",
+          [DG + "test_weight_rows_sharing_x_loads_give_the_same_bits[Q4_K]"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",
           "out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))",
