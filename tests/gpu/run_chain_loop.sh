@@ -12,8 +12,7 @@ check "dp4a tests on GPU" timeout 150 python3 -m pytest -q -p no:cacheprovider -
 [ -n "${NO_SWEEP:-}" ] || check "dp4a xs sweep smol" timeout 100 python3 tests/gpu/bench_matmul.py --no-checks --only smollm2-135m \
   --sweep-xs --matrices "gate|up"
 if [ -z "${NO_E2E:-}" ]; then
-  $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
-  $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
+  l8b_and_smol
   BT="timeout 150 $S batch-test --max-tokens 24"
   B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
   for xs in ${XS:-1 2}; do

@@ -10,8 +10,7 @@ source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 check "chaining + moe kernel tests" timeout 200 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_chaining.py \
   tests/engine/test_moe_gemv.py
-$S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
-$S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
+l8b_and_smol
 BT="timeout 120 $S batch-test --max-tokens 32"
 B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 check "batch-test 8b greedy parallel 4, depth 2" env STRATA_CHAIN_DEPTH=2 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4

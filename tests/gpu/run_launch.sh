@@ -6,8 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-$S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
-$S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
+l8b_and_smol
 BT="timeout 120 $S batch-test --max-tokens 24"
 B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 check "bench 8b 1,8" timeout 150 $S bench --model $M/l8b.gguf --streams 1,8 --parallel 8 $B

@@ -5,8 +5,7 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-$S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
-$S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
+l8b_and_smol
 B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0 --streams 8 --parallel 8 --decode-kernel bf16"
 check "bench 8b 8 bf16" timeout 100 $S bench --model $M/l8b.gguf $B
 check "bench 8b 8 bf16 1056/p2" env STRATA_BF16_TARGET=1056 STRATA_BF16_PACK=2 timeout 100 $S bench --model $M/l8b.gguf $B
