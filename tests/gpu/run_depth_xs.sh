@@ -4,7 +4,8 @@
 # replay) and the MoE pair kernel with two weight rows per x load (STRATA_MOE_XS=2): exactness, then the
 # benches at each setting (the 8B / SmolLM2 / qwen3-30b-a3b shapes, 512-token prompt, 128 tokens).
 # The 8B shape with an MTP layer, one stream with replayed drafts (acceptance 0.7) against none.
-# Logs to $OUT/log.txt. NO_MOE=1 / NO_DRAFTS=1 leave those parts out.
+# Logs to $OUT/log.txt. NO_CHAIN=1 / NO_DRAFTS=1 / NO_MOE=1 leave those parts out; all of it passes one
+# call's 10 minutes: run `NO_MOE=1 bash tests/gpu/run_depth_xs.sh`, then `NO_CHAIN=1 NO_DRAFTS=1 bash ...`.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -13,6 +14,7 @@ check "chaining + moe kernel tests" timeout 200 python3 -m pytest -q -p no:cache
 l8b_and_smol
 BT="timeout 120 $S batch-test --max-tokens 32"
 B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
+if [ -z "${NO_CHAIN:-}" ]; then
 check "batch-test 8b greedy parallel 4, depth 2" env STRATA_CHAIN_DEPTH=2 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4
 check "batch-test smol greedy 3 slots in 3 groups, depth 2" env STRATA_CHAIN_DEPTH=2 $BT --model $M/smol.gguf \
   --devices cuda:0 --parallel 3 --batch-groups 3
@@ -20,6 +22,7 @@ for depth in 1 2; do
   check "bench smol 1,8 depth $depth" env STRATA_CHAIN_DEPTH=$depth timeout 80 $S bench --model $M/smol.gguf --streams 1,8 --parallel 8 $B
   check "bench 8b 1 depth $depth" env STRATA_CHAIN_DEPTH=$depth timeout 100 $S bench --model $M/l8b.gguf --streams 1 --parallel 8 $B
 done
+fi
 if [ -z "${NO_DRAFTS:-}" ]; then     # drafts' index rows now reach the device without host waits too
   $S make-model --arch llama --shape llama-3-8b --mtp 1 --qtype Q4_K --out $M/l8b-mtp.gguf >/dev/null
   check "batch-test 8b mtp replay spec 4" $BT --model $M/l8b-mtp.gguf --devices cuda:0 --parallel 3 --draft replay \
