@@ -18,6 +18,8 @@ def on_device(values, device: torch.device) -> torch.Tensor:
     pinned memory and an asynchronous copy. A tensor already on the device is returned as it is."""
     if isinstance(values, torch.Tensor) and values.device == device:
         return values
+    if isinstance(values, torch.Tensor) and values.device.type != "cpu":      # another device's tensor
+        return values.to(device, non_blocking=True)
     t = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.long)
     if device.type != "cuda":
         return t.to(device)
