@@ -83,12 +83,12 @@ def test_decode_kernel_lanes_and_steps(dg, k):
 @pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q4_1, QT.Q8_0, QT.IQ4_XS], ids=lambda t: t.name)
 def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt):
     """Two weight rows a thread, each x load serving both (xs=2): every weight row runs the same code as
-    alone, so the bits equal xs=1's, for 1, 3 and 16 real rows (passes of 1 and 4), a ragged last
+    alone, so the bits equal xs=1's, for 1 and 5 real rows (passes of 1 and 4, one short), a ragged last
     program (40 rows, 8 a program) and zeros past the real rows."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 12).to(DEV), qt, k)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(13)).to(DEV)
-    for m, n_real in ((1, 1), (16, 3), (16, 16)):
+    for m, n_real in ((1, 1), (8, 5)):
         xm, nr = x[:m].contiguous(), torch.tensor([n_real], device=DEV)
         one, _ = dg.matmul_parts(xm, p, nr, None, 1, 1, xs=1)
         two, _ = dg.matmul_parts(xm, p, nr, None, 1, 1, xs=2)
