@@ -21,9 +21,12 @@ def on_device(values, device: torch.device) -> torch.Tensor:
     if isinstance(values, torch.Tensor) and values.device.type != "cpu":      # another device's tensor
         return values.to(device, non_blocking=True)
     t = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.long)
-    if device.type != "cuda":
-        return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    return staged(t, device).to(device, non_blocking=True)
+
+
+def staged(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host tensor t ready for an asynchronous copy to device: in pinned memory where device is a GPU."""
+    return t.pin_memory() if device.type == "cuda" and t.device.type == "cpu" else t
 
 
 class TileGraph:
@@ -76,10 +79,7 @@ class TileGraph:
             rows.append(tok)
         elif tok is not None:
             self.tok[:tok.shape[0]].copy_(tok, non_blocking=True)
-        meta = torch.stack(rows)
-        if self.meta.is_cuda and not meta.is_cuda:      # pinned: an asynchronous copy (see on_device)
-            meta = meta.pin_memory()
-        self.meta[:len(rows), :n].copy_(meta, non_blocking=True)
+        self.meta[:len(rows), :n].copy_(staged(torch.stack(rows), self.meta.device), non_blocking=True)
         return self._replay()
 
     def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,

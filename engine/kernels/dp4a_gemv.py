@@ -239,7 +239,7 @@ def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
-          XS: tl.constexpr = 1):
+          XS: tl.constexpr):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
@@ -365,17 +365,16 @@ X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
 XS_MIN_PROGRAMS = 256
 
 
-def shared_x(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> int:
-    """Weight rows per x load for a weight's shape: 2 where a row takes all 32 lanes and the launch keeps
-    at least XS_MIN_PROGRAMS programs, else 1. H200, bench_matmul --sweep-xs (us, XS 1 -> 2): llama-3-8b
-    gate|up 28672x4096 one row 25.1 -> 25.5, 8 rows 82.9 -> 77.3, 16 rows 158.9 -> 145.9; down
+def shared_x(n: int, bn: int, lanes: int) -> int:
+    """Weight rows per x load for n weight rows at plan's (bn, lanes): 2 where a row takes all 32 lanes and
+    the launch keeps at least XS_MIN_PROGRAMS programs, else 1. H200, bench_matmul --sweep-xs (us, XS
+    1 -> 2): llama-3-8b gate|up 28672x4096 one row 25.1 -> 25.5, 8 rows 82.9 -> 77.3, 16 rows 158.9 -> 145.9; down
     4096x14336 11.9 -> 10.6 / 46.9 -> 43.5; qkv 6144x4096 8.7 -> 6.4 / 22.8 -> 17.8; wo 5.8 -> 5.5;
     SmolLM2's gate|up 3072x576 (8 lanes, 96 programs at 2) 4.2 -> 4.4. End to end (strata bench, 8B
     Q4_K, 512-token prompt, 128 tokens): one stream 331 -> 360 tok/s, eight 1,060 -> 1,153. Nsight
     Compute at XS 1, gate|up one row: L1/TEX 81.5% busy (72.5% hits: x), DRAM 60%."""
     if X_SHARED:
         return X_SHARED
-    bn, lanes = plan(kind, n, k, warps, nr)
     return 2 if lanes == 32 and triton.cdiv(n, 2 * bn) >= XS_MIN_PROGRAMS else 1
 
 
@@ -400,7 +399,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     rb = 1 if t == 1 else rb
-    xs = xs or shared_x(w.kind, w.n, w.k, warps, nr)
+    xs = xs or shared_x(w.n, bn, lanes)
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,

@@ -1,4 +1,4 @@
-"""One tensor-core decode call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
+"""One decode matmul call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
 (28672x4096 Q4_K; SHAPE=NxK for another) at ROWS rows (default 16) with KERNEL=imma (default), bf16 or dp4a,
 launched 5 times; profile the last with
     ncu --clock-control none -k regex:"imma|bf16|dp4a" --launch-skip 4 --launch-count 1 --section SpeedOfLight \
