@@ -25,8 +25,7 @@ done
 fi
 if [ -z "${NO_DRAFTS:-}" ]; then     # drafts' index rows now reach the device without host waits too
   $S make-model --arch llama --shape llama-3-8b --mtp 1 --qtype Q4_K --out $M/l8b-mtp.gguf >/dev/null
-  check "batch-test 8b mtp replay spec 4" $BT --model $M/l8b-mtp.gguf --devices cuda:0 --parallel 3 --draft replay \
-    --replay-accept 0.7 --spec 4
+  check "batch-test 8b mtp spec 4" $BT --model $M/l8b-mtp.gguf --devices cuda:0 --parallel 3 --draft mtp --spec 4
   check "bench 8b mtp 1 stream, no drafts" timeout 100 $S bench --model $M/l8b-mtp.gguf --streams 1 $B
   check "bench 8b mtp 1 stream, replay 0.7 spec 4" timeout 100 $S bench --model $M/l8b-mtp.gguf --streams 1 $B \
     --draft replay --replay-accept 0.7 --spec 4
