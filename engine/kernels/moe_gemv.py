@@ -184,8 +184,11 @@ def planes(p, words: bool) -> tuple:
 # against 56.9 + 37.6
 PAIR_NR = int(os.environ.get("STRATA_MOE_NR", "16" if INTERPRET else "4"))
 PAIR_WARPS = int(os.environ.get("STRATA_MOE_WARPS", str(WARPS)))
-# weight rows per x load (engine.kernels.dp4a_gemv._pass): measuring only until run on a GPU
-PAIR_XS = int(os.environ.get("STRATA_MOE_XS", "1"))
+# weight rows per x load (engine.kernels.dp4a_gemv._pass; the same bits at 1 or 2). H200, 2026-12-02
+# (bench_moe.py, nr 4, 4 warps, xs 1 -> 2): 1 row gate|up 15.5 -> 12.8 us, down 9.4 -> 6.6; 8 rows 72.5 ->
+# 68.6, 34.5 -> 32.2; strata bench on the qwen3-30b-a3b shape (512-token prompt, 128 tokens): one stream
+# 334.7 -> 362.3 tok/s, eight 939.0 -> 979.2
+PAIR_XS = int(os.environ.get("STRATA_MOE_XS", "2"))
 
 
 def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int, k: int,

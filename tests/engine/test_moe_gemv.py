@@ -92,12 +92,13 @@ def test_routed_experts_are_each_rows_own_experts(mg, qt, monkeypatch):
 
 
 def test_pairs_with_two_weight_rows_per_x_load_give_the_same_bits(mg, monkeypatch):
-    """STRATA_MOE_XS=2 (each x load serves two weight rows; the pass is dp4a_gemv's, checked there for every
-    type): every pair's product as at 1, rows past the count still zeros."""
+    """STRATA_MOE_XS=2, the default (each x load serves two weight rows; the pass is dp4a_gemv's, checked
+    there for every type): every pair's product as at 1, rows past the count still zeros."""
     lw = experts(QT.Q4_K)
     h, sel, w, _ = tile_inputs(3, 7)
     n = torch.tensor([2], device=DEV)
     monkeypatch.setattr(mg, "PAIR_NR", 1)           # several programs a stack (16 or 32 rows each)
+    monkeypatch.setattr(mg, "PAIR_XS", 1)
     one = mg.routed(w, sel, lw, h, n)
     monkeypatch.setattr(mg, "PAIR_XS", 2)
     two = mg.routed(w, sel, lw, h, n)
