@@ -294,14 +294,18 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         ds = NB * 2
         acc0, acc4 = _row(acc0, acc4, 0, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
                           mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+        # a pass's rows past the real count are skipped (the branch is the same for the whole program)
         if RB > 1:
-            acc1, acc5 = _row(acc1, acc5, 1, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+            if r0 + 1 < M:
+                acc1, acc5 = _row(acc1, acc5, 1, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
         if RB > 2:
-            acc2, acc6 = _row(acc2, acc6, 2, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
-            acc3, acc7 = _row(acc3, acc7, 3, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                              mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+            if r0 + 2 < M:
+                acc2, acc6 = _row(acc2, acc6, 2, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+            if r0 + 3 < M:
+                acc3, acc7 = _row(acc3, acc7, 3, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
         if KIND == 4:
             step_w, step_s, step_g = 8 * L, L // 2, 4 * L
             xp += 16 * L
