@@ -63,6 +63,43 @@ class TileSizes:
         return out
 
 
+def first_of_run(index: list[int]) -> int | None:
+    """index[0] where index is a run of consecutive row numbers (a slice serves it), else None."""
+    if not index:
+        return None
+    a = index[0]
+    return a if index == list(range(a, a + len(index))) else None
+
+
+def rows_at(t: torch.Tensor, index: list[int]) -> torch.Tensor:
+    """t's rows `index`: a view where they are consecutive (no index copy, no kernel), else a gather."""
+    a = first_of_run(index)
+    return t[a:a + len(index)] if a is not None else t[on_device(index, t.device)]
+
+
+class WindowLogits:
+    """A window's logits_of (see Pipeline.submit): the logits of the given real rows, made once per row
+    list (a chained window's pick and the verdicts ask for the same rows), and their greedy argmax on
+    the device, also made once."""
+
+    def __init__(self, make: Callable[[list[int]], torch.Tensor]):
+        self._make = make
+        self._made: dict[tuple, torch.Tensor] = {}
+
+    def __call__(self, idx: list[int]) -> torch.Tensor:
+        key = tuple(idx)
+        if key not in self._made:
+            self._made[key] = self._make(list(idx))
+        return self._made[key]
+
+    def argmax(self, idx: list[int]) -> torch.Tensor:
+        key = ("argmax", *idx)
+        if key not in self._made:
+            with torch.inference_mode():
+                self._made[key] = torch.argmax(self(idx), dim=-1)
+        return self._made[key]
+
+
 @dataclass
 class Rows:
     """The rows of one window packed into fixed-size tiles: the prompt rows' tiles first, then the
@@ -199,7 +236,11 @@ class Pipeline:
             tokens = rows.tokens
             if rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
                 tokens = on_device(tokens, stage.device)
-                tokens[on_device(rows.index, stage.device)] = rows.feed.picks
+                a = first_of_run(rows.index)
+                if a is not None:
+                    tokens[a:a + len(rows.index)] = rows.feed.picks
+                else:
+                    tokens[on_device(rows.index, stage.device)] = rows.feed.picks
                 rows.feed = None           # (windows would otherwise hold every earlier one of a chain)
             x = stage.embed(tokens)
         else:
@@ -233,12 +274,11 @@ class Pipeline:
                         ev.record(stream)
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
-                    hidden = y[on_device(rows.index, y.device)]
-                    logits_of = lambda idx: self._logits(stage, rows, y, idx, made)  # noqa: E731
+                    hidden = rows_at(y, rows.index)
+                    logits_of = WindowLogits(lambda idx: self._logits(stage, rows, y, idx, made))
                     nxt = None
                     if self.chain and rows.pick_idx is not None:
-                        with torch.inference_mode():
-                            rows.picks = torch.argmax(logits_of(rows.pick_idx), dim=-1)
+                        rows.picks = logits_of.argmax(rows.pick_idx)
                         if stream is not None:
                             marks[1].record(stream)
                             done = torch.cuda.Event()
@@ -292,7 +332,13 @@ class Pipeline:
                 made: dict | None = None) -> torch.Tensor:
         """Logits of the given (real) rows, computed per whole tile (row-invariant), on the stage's device.
         made: the logits a tile's graph already computed (its real rows), by tile start."""
-        want = {rows.index[i] for i in idx}
+        at = [rows.index[i] for i in idx]
+        a = first_of_run(at)
+        if made and a is not None:              # one tile's graph made them all, in order: a view
+            for start, size, _ in rows.bounds:
+                if start in made and start <= a and a + len(at) <= start + size:
+                    return made[start][a - start:a - start + len(at)]
+        want = set(at)
         out = {}
         with torch.inference_mode():
             for a, size, _ in rows.bounds:

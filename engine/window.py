@@ -47,14 +47,17 @@ class SlotVerdict:
 
 
 def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
-             keep: list[bool] | None = None) -> list[SlotVerdict]:
+             keep: list[bool] | None = None, argmax=None) -> list[SlotVerdict]:
     """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
-    slot's sampling; keep: the slots whose verdict carries its pick rows' logits, return_logits requests).
-    One transfer from the device for the window, not one per slot: the greedy rows' argmax together, the
-    other rows' logits (and those kept) copied to the host once."""
+    slot's sampling; keep: the slots whose verdict carries its pick rows' logits, return_logits requests;
+    argmax: where given, gives the rows' argmax, made already). One transfer from the device for the
+    window, not one per slot: the greedy rows' argmax together, the other rows' logits (and those kept)
+    copied to the host once."""
     keep = keep or [False] * len(parts)
     plain = [not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
-    best = torch.argmax(logits, dim=-1).tolist() if any(plain) and logits.shape[0] else []
+    best = []
+    if any(plain) and logits.shape[0]:
+        best = (argmax() if argmax is not None else torch.argmax(logits, dim=-1)).tolist()
     host = logits.cpu() if not all(plain) or any(keep) else None
     out, at = [], 0
     for sr, p, greedy, kept in zip(parts, params, plain, keep):
