@@ -246,7 +246,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
     block; IQ4_NL / IQ4_XS 16 bytes, one 32-value run, its codes turned into their int8 values once for
     the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights
-    once and gives them to the pass's RB rows (RB <= 4) one after another, each row by the same code
+    once and gives them to the pass's RB rows (1, 2, 4 or 8) one after another, each row by the same code
     into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it.
     XS == 2: a thread holds two weight rows (n_raw and n_raw + BN) and each x load serves both (x is
     read from L1 once per two weight rows); each weight row runs the same code as with XS == 1."""
@@ -271,14 +271,9 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     else:
         xp = xq + (r3 * (K // 4) + u3 * 8)[:, :, :, None] + j
         dp = xds + (r3 * NB + u3) * 2
-    acc0 = tl.zeros((1, BN, L), dtype=tl.float32)
-    acc1 = acc0
-    acc2 = acc0
-    acc3 = acc0
-    acc4 = acc0                         # acc4..acc7: the second weight rows' (XS == 2)
-    acc5 = acc0
-    acc6 = acc0
-    acc7 = acc0
+    a0 = tl.zeros((1, BN, L), dtype=tl.float32)   # rows 0..3 of the pass (b0..b3: the second weight rows')
+    a1, a2, a3, b0, b1, b2, b3 = a0, a0, a0, a0, a0, a0, a0
+    e0, e1, e2, e3, f0, f1, f2, f3 = a0, a0, a0, a0, a0, a0, a0, a0   # rows 4..7 (RB == 8)
     for u0 in range(0, U, L):
         if EVEN:
             wok3 = full == 0
@@ -290,22 +285,14 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         if XS == 2:
             ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(cp_b, sp_b, gp_b, wok, wok3,
                                                                                    KIND, INTERP)
-        rs = K // 4
-        ds = NB * 2
-        acc0, acc4 = _row(acc0, acc4, 0, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                          mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
-        # a pass's rows past the real count are skipped (the branch is the same for the whole program)
-        if RB > 1:
-            if r0 + 1 < M:
-                acc1, acc5 = _row(acc1, acc5, 1, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
-        if RB > 2:
-            if r0 + 2 < M:
-                acc2, acc6 = _row(acc2, acc6, 2, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
-            if r0 + 3 < M:
-                acc3, acc7 = _row(acc3, acc7, 3, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
-                                  mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+        a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
+            a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+            mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
+        if RB > 4:
+            if r0 + 4 < M:
+                e0, e1, e2, e3, f0, f1, f2, f3 = _quad(
+                    e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, r3, M, xp, dp, K, wok3, ca, cb, dd, dmin, sc_lo, sc_hi,
+                    mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
         if KIND == 4:
             step_w, step_s, step_g = 8 * L, L // 2, 4 * L
             xp += 16 * L
@@ -322,19 +309,53 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         cp_b += step_w
         sp_b += step_s
         gp_b += step_g
-    _store_row(acc0, 0, r0, M, part, stride_pm, n_raw, N)
+    _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
+    if RB > 4:
+        _store_quad(e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
+
+
+@triton.jit
+def _quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, r3, M, xp, dp, K, wok3,
+          ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b,
+          RB: tl.constexpr, XS: tl.constexpr, KIND: tl.constexpr, INTERP: tl.constexpr):
+    """The loaded unit step's share of the pass's rows I0 .. I0 + 3 (those below RB; a0..a3, and b0..b3 for
+    the second weight rows). A pass's rows past the real count are skipped (the branch is the same for
+    the whole program); each real row runs the same code."""
+    rs = K // 4
+    ds = (K // 32) * 2
+    if r0 + I0 < M:
+        a0, b0 = _row(a0, b0, I0, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                      ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
     if RB > 1:
-        _store_row(acc1, 1, r0, M, part, stride_pm, n_raw, N)
+        if r0 + I0 + 1 < M:
+            a1, b1 = _row(a1, b1, I0 + 1, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                          ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
     if RB > 2:
-        _store_row(acc2, 2, r0, M, part, stride_pm, n_raw, N)
-        _store_row(acc3, 3, r0, M, part, stride_pm, n_raw, N)
+        if r0 + I0 + 2 < M:
+            a2, b2 = _row(a2, b2, I0 + 2, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                          ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+        if r0 + I0 + 3 < M:
+            a3, b3 = _row(a3, b3, I0 + 3, r3, M, xp, dp, rs, ds, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
+                          ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, XS, KIND, INTERP)
+    return a0, a1, a2, a3, b0, b1, b2, b3
+
+
+@triton.jit
+def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, stride_pm, n_raw, N,
+                BN: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr):
+    _store_row(a0, I0, r0, M, part, stride_pm, n_raw, N)
+    if RB > 1:
+        _store_row(a1, I0 + 1, r0, M, part, stride_pm, n_raw, N)
+    if RB > 2:
+        _store_row(a2, I0 + 2, r0, M, part, stride_pm, n_raw, N)
+        _store_row(a3, I0 + 3, r0, M, part, stride_pm, n_raw, N)
     if XS == 2:
-        _store_row(acc4, 0, r0, M, part, stride_pm, n_raw + BN, N)
+        _store_row(b0, I0, r0, M, part, stride_pm, n_raw + BN, N)
         if RB > 1:
-            _store_row(acc5, 1, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(b1, I0 + 1, r0, M, part, stride_pm, n_raw + BN, N)
         if RB > 2:
-            _store_row(acc6, 2, r0, M, part, stride_pm, n_raw + BN, N)
-            _store_row(acc7, 3, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(b2, I0 + 2, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(b3, I0 + 3, r0, M, part, stride_pm, n_raw + BN, N)
 
 
 @triton.jit
@@ -356,7 +377,7 @@ WARPS = int(os.environ.get("STRATA_DP4A_WARPS", "4"))
 # weight rows per thread; the interpreter runs programs one by one, so there fewer, larger ones (a
 # weight row's arithmetic is the same in any program)
 ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1"))
-# x rows per pass (1, 2 or 4) in tiles of more than one row: each weight vector loaded once for them.
+# x rows per pass (1, 2, 4 or 8) in tiles of more than one row: each weight vector loaded once for them.
 # A 1-row tile takes one (fewer registers, more programs per SM: H200, llama-3-8b shape, one stream
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
 # setting: each row of a pass runs the same code into its own accumulator.

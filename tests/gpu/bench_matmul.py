@@ -219,7 +219,7 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="also time the decode kernel's other (warps, rows per thread)")
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
     ap.add_argument("--sweep-bf16", action="store_true", help="also time the bf16 kernel at 528 and 1056 programs with 4 and 2 codes per asm call")
-    ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2 and 4 x rows per pass")
+    ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2, 4 and 8 x rows per pass")
     ap.add_argument("--sweep-xs", action="store_true", help="also time the decode kernel with 1 and 2 weight rows per x load")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
@@ -253,7 +253,7 @@ def main() -> int:
     if args.sweep_xs:
         configs = [("xs", 1, 4), ("xs", 2, 4), ("xs", 2, 2)]
     if args.sweep_rb:
-        configs = [("rb", 1), ("rb", 2), ("rb", 4)]
+        configs = [("rb", 1), ("rb", 2), ("rb", 4), ("rb", 8)]
     rows = []
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
     if args.iq4:
