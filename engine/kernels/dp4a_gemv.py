@@ -239,7 +239,7 @@ def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
-          XS: tl.constexpr):
+          XS: tl.constexpr, PF: tl.constexpr = False):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
@@ -249,7 +249,9 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     once and gives them to the pass's RB rows (1, 2, 4 or 8) one after another, each row by the same code
     into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it.
     XS == 2: a thread holds two weight rows (n_raw and n_raw + BN) and each x load serves both (x is
-    read from L1 once per two weight rows); each weight row runs the same code as with XS == 1."""
+    read from L1 once per two weight rows); each weight row runs the same code as with XS == 1.
+    PF: each step loads the next step's weight units before its rows' dot products (two sets of weight
+    registers), so the next loads are in flight while this step computes; the same arithmetic."""
     if KIND == 4:
         U = K // 64                     # units per weight row
     else:
@@ -274,41 +276,65 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     a0 = tl.zeros((1, BN, L), dtype=tl.float32)   # rows 0..3 of the pass (b0..b3: the second weight rows')
     a1, a2, a3, b0, b1, b2, b3 = a0, a0, a0, a0, a0, a0, a0
     e0, e1, e2, e3, f0, f1, f2, f3 = a0, a0, a0, a0, a0, a0, a0, a0   # rows 4..7 (RB == 8)
-    for u0 in range(0, U, L):
-        if EVEN:
-            wok3 = full == 0
-        else:
-            wok3 = u3 + u0 < U
-        wok = wok3[:, :, :, None]
-        ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_unit(cp, sp, gp, wok, wok3, KIND, INTERP)
-        ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+    if KIND == 4:
+        step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 4 * L, 16 * L, 4 * L
+    else:
+        step_w = (8 if KIND == 1 else 4) * L
+        step_s = 2 * L if KIND == 3 else (L // 8 if KIND == 6 else L)
+        step_g, step_x, step_d = L, 8 * L, 2 * L
+    if EVEN:
+        wok3 = full == 0
+    else:
+        wok3 = u3 < U
+    if PF:      # the first unit step's weights, loaded before the loop (each step then loads the next's)
+        na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
+        na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi
         if XS == 2:
-            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(cp_b, sp_b, gp_b, wok, wok3,
-                                                                                   KIND, INTERP)
+            na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = _w_unit(
+                cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
+    for u0 in range(0, U, L):
+        if PF:
+            ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, \
+                nm_lo_b, nm_hi_b
+            cur3 = wok3
+            cp += step_w
+            sp += step_s
+            gp += step_g
+            cp_b += step_w
+            sp_b += step_s
+            gp_b += step_g
+            wok3 = u3 + u0 + L < U          # the next step's units: in flight while this step's rows run
+            na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
+            na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi
+            if XS == 2:
+                na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = _w_unit(
+                    cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
+        else:
+            if not EVEN:
+                wok3 = u3 + u0 < U
+            cur3 = wok3
+            ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+            if XS == 2:
+                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(
+                    cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
+            cp += step_w
+            sp += step_s
+            gp += step_g
+            cp_b += step_w
+            sp_b += step_s
+            gp_b += step_g
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
-            a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, wok3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
+            a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
             mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
         if RB > 4:
             if r0 + 4 < M:
                 e0, e1, e2, e3, f0, f1, f2, f3 = _quad(
-                    e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, r3, M, xp, dp, K, wok3, ca, cb, dd, dmin, sc_lo, sc_hi,
+                    e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi,
                     mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
-        if KIND == 4:
-            step_w, step_s, step_g = 8 * L, L // 2, 4 * L
-            xp += 16 * L
-            dp += 4 * L
-        else:
-            step_w = (8 if KIND == 1 else 4) * L
-            step_s = 2 * L if KIND == 3 else (L // 8 if KIND == 6 else L)
-            step_g = L
-            xp += 8 * L
-            dp += 2 * L
-        cp += step_w
-        sp += step_s
-        gp += step_g
-        cp_b += step_w
-        sp_b += step_s
-        gp_b += step_g
+        xp += step_x
+        dp += step_d
     _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
     if RB > 4:
         _store_quad(e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
@@ -361,12 +387,12 @@ def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, s
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr):
+                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr):
     """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN."""
     n_raw = tl.program_id(0) * (BN * XS) + tl.arange(0, BN)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS, PF)
     zero = tl.zeros((BN * XS,), dtype=tl.float32)
     n_all = tl.program_id(0) * (BN * XS) + tl.arange(0, BN * XS)
     for r in range(M, T):
@@ -386,6 +412,9 @@ ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
 # them. A row's bits are the same at either setting (the same code per weight row).
 X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
+# load each step's next weight units before its dot products (STRATA_DP4A_PF=1; the same bits): measuring
+# only until run on a GPU
+PREFETCH = os.environ.get("STRATA_DP4A_PF", "0") == "1"
 # the fewest programs a launch keeps with two weight rows a thread (below: one)
 XS_MIN_PROGRAMS = 256
 
@@ -412,11 +441,12 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = 0) -> tuple[torch.Tensor, int]:
+                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = 0,
+                 pf: bool | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
     quantized here. warps, nr (weight rows per thread), rb (x rows per pass) and xs (weight rows per x
-    load) are for measuring only."""
+    load) and pf (prefetch the next weight units) are for measuring only."""
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
@@ -429,5 +459,5 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, XS=xs, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, RB=rb, XS=xs, PF=PREFETCH if pf is None else pf, num_warps=warps, **NO_FUSION)
     return part, 1

@@ -97,7 +97,7 @@ def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt):
 
 def test_rows_per_pass_give_the_same_bits(dg):
     """x rows per pass 1, 4 and 8 (each loaded weight unit serving the pass's rows; rows past the real
-    count skipped): the same bits for 6 real rows (one pass of 8, two rows short) and 11 (8 + 3, the
+    count skipped), with and without the next step's weights prefetched: the same bits for 6 real rows (one pass of 8, two rows short) and 11 (8 + 3, the
     second pass's last four skipped; 4 + 4 + 3), zeros past them. The pass is the same code for every
     type (the types differ inside a row's unit step, checked above)."""
     k = 1280
@@ -105,8 +105,9 @@ def test_rows_per_pass_give_the_same_bits(dg):
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(15)).to(DEV)
     for n_real in (6, 11):
         nr = torch.tensor([n_real], device=DEV)
-        got = [dg.matmul_parts(x, p, nr, None, 1, 1, rb=rb)[0] for rb in (1, 4, 8)]
-        assert torch.equal(got[0], got[1]) and torch.equal(got[0], got[2])
+        got = [dg.matmul_parts(x, p, nr, None, 1, 1, rb=rb, pf=False)[0] for rb in (1, 4, 8)]
+        got += [dg.matmul_parts(x, p, nr, None, 1, 1, rb=rb, pf=True)[0] for rb in (1, 4)]   # next units prefetched
+        assert all(torch.equal(got[0], g) for g in got[1:])
         assert got[2][:, :n_real].all() and not got[2][:, n_real:].any()
 
 
