@@ -27,7 +27,8 @@ from engine.window import SlotRows, verdicts as window_verdicts
 
 # chained windows queued beyond the oldest one in flight (STRATA_CHAIN_DEPTH): at 1 the next window can be
 # built only once the one before the running window has come back, so the host's part of a window
-# (commit, build, launch) must fit in one window's device time; at 2 it has two
+# (commit, build, launch) must fit in one window's device time; at 2 it has two (H200, 2026-12-02: slower,
+# SmolLM2's shape one stream 775 -> 657 tok/s: the host threads then contend for the interpreter)
 CHAIN_DEPTH = max(1, int(os.environ.get("STRATA_CHAIN_DEPTH", "1")))
 
 

@@ -406,14 +406,18 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # x rows per pass (1, 2, 4 or 8) in tiles of more than one row: each weight vector loaded once for them.
 # A 1-row tile takes one (fewer registers, more programs per SM: H200, llama-3-8b shape, one stream
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
-# setting: each row of a pass runs the same code into its own accumulator.
+# setting: each row of a pass runs the same code into its own accumulator. 8 (2026-12-02, H200): gate|up
+# alone at 8 / 16 rows 69 -> 57 / 134 -> 113 us, but end to end slower (8B shape, 2 / 8 streams 655 ->
+# 503 / 1,376 -> 1,343 tok/s), so 4 stays.
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 # weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
 # them. A row's bits are the same at either setting (the same code per weight row).
 X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
-# load each step's next weight units before its dot products (STRATA_DP4A_PF=1; the same bits): measuring
-# only until run on a GPU
+# load each step's next weight units before its dot products (STRATA_DP4A_PF=1; the same bits). H200,
+# 2026-12-02, 8B shape: one stream 415 -> 427 tok/s (gate|up one row 24.7 -> 24.3 us), but many rows
+# slower (gate|up 8 rows 69 -> 78 us; eight streams 1,382 -> 1,174): off until a GPU run checks it on
+# 1-row tiles only beside the others without it (bits equal by construction and under the interpreter)
 PREFETCH = os.environ.get("STRATA_DP4A_PF", "0") == "1"
 # the fewest programs a launch keeps with two weight rows a thread (below: one)
 XS_MIN_PROGRAMS = 256
