@@ -297,34 +297,28 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi
             ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, \
                 nm_lo_b, nm_hi_b
-            cur3 = wok3
-            cp += step_w
-            sp += step_s
-            gp += step_g
-            cp_b += step_w
-            sp_b += step_s
-            gp_b += step_g
+        else:
+            if not EVEN:
+                wok3 = u3 + u0 < U
+            ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+            if XS == 2:
+                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(
+                    cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
+        cur3 = wok3
+        cp += step_w
+        sp += step_s
+        gp += step_g
+        cp_b += step_w
+        sp_b += step_s
+        gp_b += step_g
+        if PF:
             wok3 = u3 + u0 + L < U          # the next step's units: in flight while this step's rows run
             na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
             na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = na, nb, nd, nm, ns_lo, ns_hi, nm_lo, nm_hi
             if XS == 2:
                 na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = _w_unit(
                     cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
-        else:
-            if not EVEN:
-                wok3 = u3 + u0 < U
-            cur3 = wok3
-            ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_unit(cp, sp, gp, wok3[:, :, :, None], wok3, KIND, INTERP)
-            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
-            if XS == 2:
-                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_unit(
-                    cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
-            cp += step_w
-            sp += step_s
-            gp += step_g
-            cp_b += step_w
-            sp_b += step_s
-            gp_b += step_g
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
             a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
             mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)

@@ -29,6 +29,9 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYM
 OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 S="python3 -m app.cli"; M=/tmp/models; mkdir -p $M
 cp .whl/*.gguf $M/ && export STRATA_TOKENIZER_FROM=$M/llama.gguf
+# a script's batch-test and the README table's bench flags (scripts may set their own after sourcing this)
+BT="timeout 120 $S batch-test --max-tokens 32"
+B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 l8b_and_smol() {   # the two shapes most scripts bench: $M/l8b.gguf (llama-3-8b Q4_K), $M/smol.gguf (smollm2-135m Q4_1)
   $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
   $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null

@@ -12,8 +12,6 @@ exec > >(tee "$OUT/log.txt") 2>&1
 check "chaining + moe kernel tests" timeout 200 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_chaining.py \
   tests/engine/test_moe_gemv.py
 l8b_and_smol
-BT="timeout 120 $S batch-test --max-tokens 32"
-B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 if [ -z "${NO_CHAIN:-}" ]; then
 check "batch-test 8b greedy parallel 4, depth 2" env STRATA_CHAIN_DEPTH=2 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4
 check "batch-test smol greedy 3 slots in 3 groups, depth 2" env STRATA_CHAIN_DEPTH=2 $BT --model $M/smol.gguf \

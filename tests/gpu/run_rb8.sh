@@ -9,8 +9,6 @@ source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 check "dp4a kernel tests" timeout 200 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_dp4a_gemv.py
 l8b_and_smol
-BT="timeout 120 $S batch-test --max-tokens 32"
-B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 check "kernel sweep rb" timeout 200 python3 tests/gpu/bench_matmul.py --sweep-rb --no-checks --only llama-3-8b \
   --matrices "gate|up,down,qkv"
 for rb in 4 8; do

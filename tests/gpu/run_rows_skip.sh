@@ -9,8 +9,6 @@ source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 check "dp4a kernel tests" timeout 200 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_dp4a_gemv.py
 l8b_and_smol
-BT="timeout 120 $S batch-test --max-tokens 32"
-B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0"
 check "decode tiles 8b at 1, 2, 3, 4, 8 rows" timeout 150 python3 tests/gpu/profile_stage.py $M/l8b.gguf 1 2 3 4 8
 check "batch-test 8b greedy parallel 4" $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4
 check "batch-test 8b sampled parallel 3" $BT --model $M/l8b.gguf --devices cuda:0 --parallel 3 --temperature 0.8 --seed 5
