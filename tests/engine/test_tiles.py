@@ -41,3 +41,39 @@ def test_cpu_int4_stages_share_decode_tiles():
     assert tiles(0, 9, "cpu-rows") == [(8, 8), (1, 1)]
     assert tiles(33, 2, "cpu-rows") == [(32, 32), (32, 1), (8, 2)]
     assert TILE_SIZES["cpu-rows"].decode_sizes() == {1, 8}
+
+
+def test_a_windows_rows_are_a_slice_only_where_they_are_consecutive():
+    """The last stage's hidden rows of a window (engine.pipeline.rows_at): a view of the stage's output
+    where the real rows sit side by side (no index copy), else a gather of exactly those rows (prompt
+    rows and decode rows in their own tiles leave padding between them)."""
+    import torch
+
+    from engine.pipeline import rows_at
+
+    for n_prompt, n_decode in ((0, 5), (3, 2)):
+        n = n_prompt + n_decode
+        rows = Rows.build(list(range(n)), [0] * n, list(range(n)), TILE_SIZES["cpu-rows"], scratch_slot=9,
+                          is_prompt=[True] * n_prompt + [False] * n_decode)
+        y = torch.arange(float(len(rows.tokens) * 2)).reshape(-1, 2)
+        got = rows_at(y, rows.index)
+        assert torch.equal(got, y[torch.tensor(rows.index)])
+        consecutive = rows.index == list(range(rows.index[0], rows.index[0] + n))
+        assert consecutive == (n_prompt == 0)
+        assert (got.data_ptr() == y[rows.index[0]].data_ptr()) == consecutive     # a view only then
+
+
+def test_window_logits_are_made_once_per_row_list():
+    """A window's logits_of (engine.pipeline.WindowLogits): a chained window's greedy pick and its
+    verdicts ask for the same rows, which are made once; other row lists are made on their own."""
+    import torch
+
+    from engine.pipeline import WindowLogits
+
+    table = torch.tensor([[0.0, 3.0, 1.0], [5.0, 1.0, 2.0], [1.0, 1.0, 4.0]])
+    made = []
+    lo = WindowLogits(lambda idx: made.append(list(idx)) or table[idx])
+    assert torch.equal(lo.argmax([0, 2]), torch.tensor([1, 2]))
+    assert torch.equal(lo([0, 2]), table[[0, 2]]) and torch.equal(lo.argmax([0, 2]), torch.tensor([1, 2]))
+    assert torch.equal(lo([1]), table[[1]]) and torch.equal(lo.argmax([1]), torch.tensor([0]))
+    assert made == [[0, 2], [1]]

@@ -144,6 +144,14 @@ FAULTS = [
     Fault("dp4a-xs-second-rows-stale", "engine/kernels/dp4a_gemv.py",
           "        cp_b += step_w\n", "",
           [DG + "test_weight_rows_sharing_x_loads_give_the_same_bits[Q4_K]"]),
+    # a pass of the int8 kernel skipping its third row as if it were past the real count
+    Fault("dp4a-pass-skips-a-real-row", "engine/kernels/dp4a_gemv.py",
+          "        if r0 + I0 + 2 < M:\n", "        if r0 + I0 + 3 < M:\n",
+          [DG + "test_rows_per_pass_give_the_same_bits"]),
+    # a window's hidden rows taken as a slice from its first real row although padding lies between them
+    Fault("window-rows-slice-across-padding", "engine/pipeline.py",
+          "    return a if index == list(range(a, a + len(index))) else None", "    return a",
+          ["tests/engine/test_tiles.py::test_a_windows_rows_are_a_slice_only_where_they_are_consecutive"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",
           "out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))",
