@@ -103,10 +103,14 @@ def chunk_keys(ctx: int, bn: int) -> int:
 
 @triton.jit
 def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
-                  stride_ks, stride_kc, stride_kh, window, scale, NC, CH, G: tl.constexpr, HD: tl.constexpr,
-                  BN: tl.constexpr):
+                  stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot, stride_oh,
+                  q8_ptr, ds_ptr, G: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, FUSED: tl.constexpr,
+                  Q8: tl.constexpr):
     """Program (h, c, t): keys [c*CH, c*CH + CH) of head h for row t, if it is real and its keys reach
-    into them: the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]."""
+    into them: the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]. FUSED: the row's
+    last chunk program to finish (a ticket counter per row and head, back at 0 after it) merges the
+    chunks into the output itself (_merge_row, in chunk order), and program (h, 0, t) of a padding row
+    writes its zeros: no merge kernel."""
     h = tl.program_id(0)
     c = tl.program_id(1)
     t = tl.program_id(2)
@@ -126,6 +130,47 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
             tl.store(part_ptr + at * HD + d, acc)
             tl.store(ml_ptr + at * 2, m)
             tl.store(ml_ptr + at * 2 + 1, l)
+            if FUSED:
+                # release this chunk's state, acquire the others' (GPU scope)
+                ticket = tl.atomic_add(cnt_ptr + t * H + h, 1, sem="acq_rel")
+                if ticket == pos // CH - lo // CH:
+                    tl.store(cnt_ptr + t * H + h, 0)
+                    _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh,
+                               NC, CH, HD, Q8)
+    elif FUSED:
+        if c == 0:
+            _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
+
+
+@triton.jit
+def _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh, NC, CH,
+               HD: tl.constexpr, Q8: tl.constexpr):
+    """Row t, head h: its chunks' states merged in chunk order into the output (and its int8 form). The
+    states are read from L2 (.cg): in the fused kernel other programs wrote them."""
+    d = tl.arange(0, HD)
+    first = (t * H + h) * NC
+    m = tl.full((), float("-inf"), tl.float32)
+    for c in range(lo // CH, pos // CH + 1):
+        m = tl.maximum(m, tl.load(ml_ptr + (first + c) * 2, cache_modifier=".cg"))
+    l = tl.zeros((), tl.float32)
+    acc = tl.zeros((HD,), tl.float32)
+    for c in range(lo // CH, pos // CH + 1):
+        w = tl.exp(tl.load(ml_ptr + (first + c) * 2, cache_modifier=".cg") - m)
+        l = l + tl.load(ml_ptr + (first + c) * 2 + 1, cache_modifier=".cg") * w
+        acc = acc + tl.load(part_ptr + (first + c) * HD + d, cache_modifier=".cg") * w
+    y = acc / l
+    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, y.to(o_ptr.dtype.element_ty))
+    if Q8:
+        _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
+
+
+@triton.jit
+def _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD: tl.constexpr, Q8: tl.constexpr):
+    """A padding row's output for head h: zeros (and their int8 form)."""
+    y = tl.zeros((HD,), tl.float32)
+    tl.store(o_ptr + t * stride_ot + h * stride_oh + tl.arange(0, HD), y.to(o_ptr.dtype.element_ty))
+    if Q8:
+        _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
 
 
 @triton.jit
@@ -135,42 +180,50 @@ def _merge_kernel(part_ptr, ml_ptr, o_ptr, pos_ptr, nreal_ptr, stride_ot, stride
     t = tl.program_id(0)
     h = tl.program_id(1)
     H = tl.num_programs(1)
-    d = tl.arange(0, HD)
     if t < tl.load(nreal_ptr):
         pos = tl.load(pos_ptr + t).to(tl.int32)
         lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        first = (t * H + h) * NC
-        m = tl.full((), float("-inf"), tl.float32)
-        for c in range(lo // CH, pos // CH + 1):
-            m = tl.maximum(m, tl.load(ml_ptr + (first + c) * 2))
-        l = tl.zeros((), tl.float32)
-        acc = tl.zeros((HD,), tl.float32)
-        for c in range(lo // CH, pos // CH + 1):
-            w = tl.exp(tl.load(ml_ptr + (first + c) * 2) - m)
-            l = l + tl.load(ml_ptr + (first + c) * 2 + 1) * w
-            acc = acc + tl.load(part_ptr + (first + c) * HD + d) * w
-        y = acc / l
+        _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh, NC, CH, HD, Q8)
     else:
-        y = tl.zeros((HD,), tl.float32)
-    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, y.to(o_ptr.dtype.element_ty))
-    if Q8:
-        _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
+        _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
 
 
-def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8) -> None:
+# the split kernel merges each row's chunks itself (its last chunk program; no merge kernel: one launch
+# a layer less): STRATA_ATTN_FUSED=1, measuring only until run on a GPU
+FUSED = os.environ.get("STRATA_ATTN_FUSED", "0") == "1"
+_tickets: dict[tuple, torch.Tensor] = {}
+
+
+def tickets(device, n: int) -> torch.Tensor:
+    """The fused kernel's ticket counters (int32 zeros, at least n), one buffer per device and stream: a
+    CUDA graph keeps the buffer of the stream it was captured on (its warm-up run makes it, outside the
+    capture), and each launch leaves its counters at 0 again."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _tickets.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _tickets[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return buf
+
+
+def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8, fused=None) -> None:
     T, H, hd = q.shape
     bn = block_n(hd)
     ch = chunk_keys(k_cache.shape[1], bn)
     nc = triton.cdiv(k_cache.shape[1], ch)
+    fused = FUSED if fused is None else fused
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
+    q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
     _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
-                           k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
-                           G=H // k_cache.shape[2], HD=hd, BN=bn, num_warps=WARPS)
-    _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch,
-                          q8[0] if q8 is not None else out, q8[1] if q8 is not None else out, HD=hd,
-                          Q8=q8 is not None, num_warps=WARPS)
+                              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
+                              ch, tickets(q.device, T * H) if fused else count, out, out.stride(0), out.stride(1),
+                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=fused, Q8=q8 is not None,
+                              num_warps=WARPS)
+    if not fused:
+        _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
+                              HD=hd, Q8=q8 is not None, num_warps=WARPS)
 
 
 def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,

@@ -68,3 +68,38 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
     for t in (2, 5):                                    # a row alone: the same bits
         alone = attn.tile_attention(q[t:t + 1], kc, vc, slot[t:t + 1], pos[t:t + 1], window, scale)
         assert torch.equal(alone[0], out[t])
+
+
+def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch):
+    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) merges the chunks
+    itself (no merge kernel): the same bits as split + merge, also in the int8 form of the output and for
+    padding rows (zeros), and every ticket counter back at 0 for the next launch."""
+    from engine.kernels.dp4a_gemv import buffers
+
+    monkeypatch.setattr(attn, "SPLIT", True)
+    monkeypatch.setattr(attn, "BLOCK_N", 8)
+    gen = torch.Generator().manual_seed(21)
+    heads, kv, hd = 4, 2, 32
+    kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
+    vc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
+    q = torch.randn(5, heads, hd, generator=gen).to(DEV)
+    slot = torch.tensor([0, 1, 2, 0, 2], device=DEV)
+    pos = torch.tensor([0, 33, 79, 40, 7], device=DEV)
+    n_real = torch.tensor([4], device=DEV)
+    real_empty = torch.empty
+
+    def poisoned(*a, **k):          # memory nobody wrote reads as NaN (or 77): a merge before the last
+        t = real_empty(*a, **k)     # chunk's state exists cannot pass for a right one
+        return t.fill_(float("nan") if t.is_floating_point() else 77)
+
+    got = []
+    for fused in (False, True):
+        monkeypatch.setattr(attn, "FUSED", fused)
+        monkeypatch.setattr(torch, "empty", poisoned)
+        q8 = buffers(5, heads * hd, DEV)
+        out = attn.tile_attention(q, kc, vc, slot, pos, 0, 1 / math.sqrt(hd), n_real=n_real, q8=q8)
+        monkeypatch.setattr(torch, "empty", real_empty)
+        got.append((out, *q8))
+    assert all(torch.equal(a, b) for a, b in zip(*got))
+    assert got[1][0][:4].any() and not got[1][0][4:].any()
+    assert not attn.tickets(q.device, 5 * heads)[:5 * heads].any()

@@ -152,6 +152,10 @@ FAULTS = [
     Fault("window-rows-slice-across-padding", "engine/pipeline.py",
           "    return a if index == list(range(a, a + len(index))) else None", "    return a",
           ["tests/engine/test_tiles.py::test_a_windows_rows_are_a_slice_only_where_they_are_consecutive"]),
+    # the fused split attention miscounting a row's chunks: no program merges them
+    Fault("attn-fused-chunks-miscounted", "engine/kernels/attention.py",
+          "                if ticket == pos // CH - lo // CH:", "                if ticket == pos // CH - lo // CH + 1:",
+          ["tests/engine/test_attention_kernel.py::test_fused_split_attention_merges_in_its_last_chunk_program"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",
           "out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))",
