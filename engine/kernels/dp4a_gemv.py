@@ -411,8 +411,9 @@ X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
 # load each step's next weight units before its dot products (STRATA_DP4A_PF=1; the same bits). H200,
 # 2026-12-02, 8B shape: one stream 415 -> 427 tok/s (gate|up one row 24.7 -> 24.3 us), but many rows
 # slower (gate|up 8 rows 69 -> 78 us; eight streams 1,382 -> 1,174): off until a GPU run checks it on
-# 1-row tiles only beside the others without it (bits equal by construction and under the interpreter)
-PREFETCH = os.environ.get("STRATA_DP4A_PF", "0") == "1"
+# 1-row tiles only beside the others without it (bits equal by construction and under the interpreter):
+# STRATA_DP4A_PF=solo does that
+PREFETCH = os.environ.get("STRATA_DP4A_PF", "0")
 # the fewest programs a launch keeps with two weight rows a thread (below: one)
 XS_MIN_PROGRAMS = 256
 
@@ -452,10 +453,12 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
     rb = 1 if t == 1 else rb
+    if pf is None:
+        pf = PREFETCH == "1" or (PREFETCH == "solo" and t == 1)
     xs = xs or shared_x(w.n, bn, lanes)
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, XS=xs, PF=PREFETCH if pf is None else pf, num_warps=warps, **NO_FUSION)
+        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, **NO_FUSION)
     return part, 1

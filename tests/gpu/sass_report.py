@@ -47,7 +47,7 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                "XS": "constexpr", "PF": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
                                       "INTERP": False, "RB": int(os.environ.get("RB", dg.ROWS_PER_PASS)),
-                                      "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH}
+                                      "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH == "1"}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
                "scales": "*i32" if kind == 4 else "*fp16", "sub": "*i32" if kind == 4 else "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
