@@ -347,11 +347,11 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv", "bf16"):
         n_real = all_rows(n_real, x.shape[0], x.device)
         kernel = DECODE_KERNEL if w.kind <= 4 else "dp4a"       # IQ4 decode rows: the int8 kernel only
-        if kernel == "bf16" and w.kind != 4:                    # bf16: Q4_K only
-            kernel = "dp4a"
     if kernel == "bf16":
         from engine.kernels import bf16_decode
-        return bf16_decode.matmul_parts(x, w, n_real)
+        if w.kind in bf16_decode.KINDS:
+            return bf16_decode.matmul_parts(x, w, n_real)
+        kernel = "dp4a"                                         # its other types' decode rows
     if kernel == "imma":
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)
