@@ -14,7 +14,7 @@ import torch
 
 from engine.block import Tile, device_experts, matmul_input, run_block
 from engine.config import ModelConfig
-from engine.graphs import on_device
+from engine.graphs import on_device, rows_at
 from engine.layers import rms_norm, rope_tables
 from engine.weights import DrafterWeights, HeadWeights
 
@@ -192,14 +192,14 @@ class MtpDrafter:
                         last[sr.slot] = len(rows) - 1      # its last kept row starts the chain
         if not rows:
             return {}
-        trunk = hidden[on_device(rows, hidden.device)]
+        trunk = rows_at(hidden, rows)
         if self.trunk_norm is not None:
             trunk = rms_norm(trunk, self.trunk_norm, self.cfg.norm_eps)
         g = self._rows(trunk, nxt, slots, pos)
         live = list(last)
         if depth <= 0 or not live:
             return {}
-        h = g[on_device([last[s] for s in live], g.device)]
+        h = rows_at(g, [last[s] for s in live])
         at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
         tok, p = self._propose(h, live)
         steps = []                                         # (chains, their proposals, probabilities)
@@ -211,11 +211,12 @@ class MtpDrafter:
                 keep = [i for i in keep if probs[i] >= min_p]
             if step + 1 == depth or not keep:
                 break
-            idx = on_device(keep, h.device)
+            if len(keep) < len(live):              # the chains that go on (all of them: no index)
+                h, tok = rows_at(h, keep), rows_at(tok, keep)
             live = [live[i] for i in keep]
             for s in live:
                 at[s] += 1
-            h, tok, p = self._step(h[idx], tok[idx], live, [at[s] for s in live])
+            h, tok, p = self._step(h, tok, live, [at[s] for s in live])
         toks = torch.cat([t for _, t, _ in steps]).tolist()      # the chain's one trip to the host
         probs = torch.cat([q for _, _, q in steps]).tolist()
         out: dict[int, list[int]] = {s: [] for s in steps[0][0]}

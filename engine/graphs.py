@@ -29,6 +29,20 @@ def staged(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.pin_memory() if device.type == "cuda" and t.device.type == "cpu" else t
 
 
+def first_of_run(index: list[int]) -> int | None:
+    """index[0] where index is a run of consecutive row numbers (a slice serves it), else None."""
+    if not index:
+        return None
+    a = index[0]
+    return a if index == list(range(a, a + len(index))) else None
+
+
+def rows_at(t: torch.Tensor, index: list[int]) -> torch.Tensor:
+    """t's rows `index`: a view where they are consecutive (no index copy, no kernel), else a gather."""
+    a = first_of_run(index)
+    return t[a:a + len(index)] if a is not None else t[on_device(index, t.device)]
+
+
 class TileGraph:
     """One captured pass over an n-row tile. Inputs: x [n, n_embd] float32, token ids, slots, positions
     and the number of real rows (meta[2, 0]); `forward(x, tok, slot, pos, n_real)` returns the tensors the

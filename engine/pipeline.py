@@ -22,7 +22,7 @@ import torch
 
 from engine import cpu_thread
 from engine.block import Tile
-from engine.graphs import on_device
+from engine.graphs import first_of_run, on_device, rows_at
 from engine.stage import Stage
 
 CHAIN_POLL_S = 2e-4      # how often a chained window waiting for its successor looks at its own kernels
@@ -61,20 +61,6 @@ class TileSizes:
             real = min(size, n - a)
             out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))
         return out
-
-
-def first_of_run(index: list[int]) -> int | None:
-    """index[0] where index is a run of consecutive row numbers (a slice serves it), else None."""
-    if not index:
-        return None
-    a = index[0]
-    return a if index == list(range(a, a + len(index))) else None
-
-
-def rows_at(t: torch.Tensor, index: list[int]) -> torch.Tensor:
-    """t's rows `index`: a view where they are consecutive (no index copy, no kernel), else a gather."""
-    a = first_of_run(index)
-    return t[a:a + len(index)] if a is not None else t[on_device(index, t.device)]
 
 
 class WindowLogits:

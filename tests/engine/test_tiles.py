@@ -44,12 +44,12 @@ def test_cpu_int4_stages_share_decode_tiles():
 
 
 def test_a_windows_rows_are_a_slice_only_where_they_are_consecutive():
-    """The last stage's hidden rows of a window (engine.pipeline.rows_at): a view of the stage's output
+    """The last stage's hidden rows of a window (engine.graphs.rows_at): a view of the stage's output
     where the real rows sit side by side (no index copy), else a gather of exactly those rows (prompt
     rows and decode rows in their own tiles leave padding between them)."""
     import torch
 
-    from engine.pipeline import rows_at
+    from engine.graphs import rows_at
 
     for n_prompt, n_decode in ((0, 5), (3, 2)):
         n = n_prompt + n_decode

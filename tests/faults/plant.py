@@ -149,7 +149,7 @@ FAULTS = [
           "        if r0 + I0 + 2 < M:\n", "        if r0 + I0 + 3 < M:\n",
           [DG + "test_rows_per_pass_give_the_same_bits"]),
     # a window's hidden rows taken as a slice from its first real row although padding lies between them
-    Fault("window-rows-slice-across-padding", "engine/pipeline.py",
+    Fault("window-rows-slice-across-padding", "engine/graphs.py",
           "    return a if index == list(range(a, a + len(index))) else None", "    return a",
           ["tests/engine/test_tiles.py::test_a_windows_rows_are_a_slice_only_where_they_are_consecutive"]),
     # the fused split attention miscounting a row's chunks: no program merges them
