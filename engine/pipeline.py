@@ -319,11 +319,11 @@ class Pipeline:
         """Logits of the given (real) rows, computed per whole tile (row-invariant), on the stage's device.
         made: the logits a tile's graph already computed (its real rows), by tile start."""
         at = [rows.index[i] for i in idx]
-        a = first_of_run(at)
-        if made and a is not None:              # one tile's graph made them all, in order: a view
+        first = first_of_run(at)
+        if made and first is not None:          # one tile's graph made them all, in order: a view
             for start, size, _ in rows.bounds:
-                if start in made and start <= a and a + len(at) <= start + size:
-                    return made[start][a - start:a - start + len(at)]
+                if start in made and start <= first and first + len(at) <= start + size:
+                    return made[start][first - start:first - start + len(at)]
         want = set(at)
         out = {}
         with torch.inference_mode():

@@ -253,10 +253,9 @@ class Scheduler:
         """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
         want = [r for sr in parts for r in sr.pick_rows]
         logits = logits_of(want)
-        made = getattr(logits_of, "argmax", None)          # a chained window's picks, made already
         verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts],
                                    [seqs[sr.slot].logits is not None for sr in parts],
-                                   (lambda: made(want)) if made is not None else None)
+                                   lambda: logits_of.argmax(want))   # a chained window's picks: made already
         proposals = {}
         if self.drafter is not None and self.plan.follows:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)

@@ -206,22 +206,21 @@ def tickets(device, n: int) -> torch.Tensor:
     return buf
 
 
-def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8, fused=None) -> None:
+def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8) -> None:
     T, H, hd = q.shape
     bn = block_n(hd)
     ch = chunk_keys(k_cache.shape[1], bn)
     nc = triton.cdiv(k_cache.shape[1], ch)
-    fused = FUSED if fused is None else fused
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
     q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
     _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
                               k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
-                              ch, tickets(q.device, T * H) if fused else count, out, out.stride(0), out.stride(1),
-                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=fused, Q8=q8 is not None,
+                              ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0), out.stride(1),
+                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
                               num_warps=WARPS)
-    if not fused:
+    if not FUSED:
         _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
                               HD=hd, Q8=q8 is not None, num_warps=WARPS)
 

@@ -322,11 +322,10 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
             a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
             mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
-        if RB > 4:
-            if r0 + 4 < M:
-                e0, e1, e2, e3, f0, f1, f2, f3 = _quad(
-                    e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi,
-                    mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
+        if RB > 4:                      # (its rows past the real count skipped inside, as the first quad's)
+            e0, e1, e2, e3, f0, f1, f2, f3 = _quad(
+                e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi,
+                mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
         xp += step_x
         dp += step_d
     _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)

@@ -4,8 +4,11 @@ own graph, where the int8 decode kernel takes one x row per pass); on a CPU stag
 matrices and head) likewise, with up to 8 decode rows per tile (engine.stage.Stage.rows_free)."""
 from __future__ import annotations
 
+import torch
+
+from engine.graphs import rows_at
 from engine.loader import TILE_SIZES
-from engine.pipeline import Rows
+from engine.pipeline import Rows, WindowLogits
 
 
 def tiles(n_prompt: int, n_decode: int, kind: str) -> list[tuple[int, int]]:
@@ -47,10 +50,6 @@ def test_a_windows_rows_are_a_slice_only_where_they_are_consecutive():
     """The last stage's hidden rows of a window (engine.graphs.rows_at): a view of the stage's output
     where the real rows sit side by side (no index copy), else a gather of exactly those rows (prompt
     rows and decode rows in their own tiles leave padding between them)."""
-    import torch
-
-    from engine.graphs import rows_at
-
     for n_prompt, n_decode in ((0, 5), (3, 2)):
         n = n_prompt + n_decode
         rows = Rows.build(list(range(n)), [0] * n, list(range(n)), TILE_SIZES["cpu-rows"], scratch_slot=9,
@@ -66,10 +65,6 @@ def test_a_windows_rows_are_a_slice_only_where_they_are_consecutive():
 def test_window_logits_are_made_once_per_row_list():
     """A window's logits_of (engine.pipeline.WindowLogits): a chained window's greedy pick and its
     verdicts ask for the same rows, which are made once; other row lists are made on their own."""
-    import torch
-
-    from engine.pipeline import WindowLogits
-
     table = torch.tensor([[0.0, 3.0, 1.0], [5.0, 1.0, 2.0], [1.0, 1.0, 4.0]])
     made = []
     lo = WindowLogits(lambda idx: made.append(list(idx)) or table[idx])
