@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels import pdl
 from engine.kernels.fused import _q8
 from engine.kernels.stream_matmul import all_rows
 
@@ -57,7 +58,8 @@ def _walk(q, k_ptr, v_ptr, base, start, end, lo, pos, stride_kc, HD: tl.constexp
 @triton.jit
 def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, stride_qt, stride_qh, stride_ks,
                  stride_kc, stride_kh, stride_ot, stride_oh, window, scale, q8_ptr, ds_ptr, G: tl.constexpr,
-                 HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, Q8: tl.constexpr):
+                 HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)
     kvh = h // G
@@ -105,12 +107,13 @@ def chunk_keys(ctx: int, bn: int) -> int:
 def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
                   stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot, stride_oh,
                   q8_ptr, ds_ptr, G: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, FUSED: tl.constexpr,
-                  Q8: tl.constexpr):
+                  Q8: tl.constexpr, PDL: tl.constexpr):
     """Program (h, c, t): keys [c*CH, c*CH + CH) of head h for row t, if it is real and its keys reach
     into them: the online-softmax state (max, sum, weighted values) at part/ml[t, h, c]. FUSED: the row's
     last chunk program to finish (a ticket counter per row and head, back at 0 after it) merges the
     chunks into the output itself (_merge_row, in chunk order), and program (h, 0, t) of a padding row
     writes its zeros: no merge kernel."""
+    pdl.enter(PDL)
     h = tl.program_id(0)
     c = tl.program_id(1)
     t = tl.program_id(2)
@@ -175,8 +178,9 @@ def _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD: tl.const
 
 @triton.jit
 def _merge_kernel(part_ptr, ml_ptr, o_ptr, pos_ptr, nreal_ptr, stride_ot, stride_oh, window, NC, CH, q8_ptr, ds_ptr,
-                  HD: tl.constexpr, Q8: tl.constexpr):
+                  HD: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
     """Row t, head h: its chunks' states merged in chunk order; padding rows get zeros."""
+    pdl.enter(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)
     H = tl.num_programs(1)
@@ -189,8 +193,10 @@ def _merge_kernel(part_ptr, ml_ptr, o_ptr, pos_ptr, nreal_ptr, stride_ot, stride
 
 
 # the split kernel merges each row's chunks itself (its last chunk program; no merge kernel: one launch
-# a layer less): STRATA_ATTN_FUSED=1, measuring only until run on a GPU
-FUSED = os.environ.get("STRATA_ATTN_FUSED", "0") == "1"
+# a layer less; STRATA_ATTN_FUSED=0 keeps the merge kernel). H200, 2026-12-02 (tests/gpu/run_attn_fused.sh,
+# strata bench 512-token prompt, 128 tokens): SmolLM2 shape one stream 994 -> 1,066 tok/s, eight 3,032 ->
+# 4,875; llama-3-8b Q4_K 415 -> 439 / 1,209 -> 1,393; batch-test IDENTICAL with it
+FUSED = os.environ.get("STRATA_ATTN_FUSED", "1") == "1"
 _tickets: dict[tuple, torch.Tensor] = {}
 
 
@@ -219,10 +225,10 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
                               k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
                               ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0), out.stride(1),
                               q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
-                              num_warps=WARPS)
+                              num_warps=WARPS, **pdl.launch(q.device))
     if not FUSED:
         _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
-                              HD=hd, Q8=q8 is not None, num_warps=WARPS)
+                              HD=hd, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))
 
 
 def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot: torch.Tensor,
@@ -243,5 +249,6 @@ def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
                          q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
                          out.stride(0), out.stride(1), int(window), float(scale),
                          q8[0] if q8 is not None else out, q8[1] if q8 is not None else out, G=H // kvh, HD=hd,
-                         BN=block_n(hd), HAS_N=n_real is not None, Q8=q8 is not None, num_warps=WARPS)
+                         BN=block_n(hd), HAS_N=n_real is not None, Q8=q8 is not None, num_warps=WARPS,
+                         **pdl.launch(q.device))
     return out

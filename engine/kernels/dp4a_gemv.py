@@ -29,6 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels import pdl
 from engine.kernels.iq4 import kvalues4
 from engine.kernels.packed import Packed
 
@@ -57,8 +58,9 @@ def q8_store(x, b, q_row, ds_row, K):
 
 
 @triton.jit
-def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr):
+def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr, PDL: tl.constexpr):
     """Row r, 32-value blocks [c*NB, c*NB + NB)."""
+    pdl.enter(PDL)
     r = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1) * NB + tl.arange(0, NB)
     k = b[:, None] * 32 + tl.arange(0, 32)[None, :]
@@ -78,7 +80,8 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     q, ds = buffers(m, k, x.device)
     if m:
         nb = min(32, triton.next_power_of_2(k // 32))
-        _quant_kernel[(m, triton.cdiv(k // 32, nb))](x, q, ds, k, x.stride(0), NB=nb, num_warps=4)
+        _quant_kernel[(m, triton.cdiv(k // 32, nb))](x, q, ds, k, x.stride(0), NB=nb, num_warps=4,
+                                                   **pdl.launch(x.device))
     return q, ds
 
 
@@ -378,11 +381,21 @@ def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, s
 
 
 @triton.jit
-def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
+def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm, row_c, row_s, row_g,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr):
-    """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN."""
+                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr, PDL: tl.constexpr):
+    """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN. PDL: the program's weights
+    (row_c, row_s, row_g bytes a weight row in codes, scales, sub) go to L2 while the kernel before
+    finishes (engine.kernels.pdl); every read of x, the row count and every store come after the wait."""
     n_raw = tl.program_id(0) * (BN * XS) + tl.arange(0, BN)
+    if PDL:
+        n0 = tl.program_id(0).to(tl.int64) * (BN * XS)
+        rows = tl.minimum(BN * XS, N - n0)
+        pdl.prefetch_run(codes.to(tl.pointer_type(tl.int8)) + n0 * row_c, rows * row_c, PDL)
+        pdl.prefetch_run(scales.to(tl.pointer_type(tl.int8)) + n0 * row_s, rows * row_s, PDL)
+        if KIND == 4 or KIND == 6:
+            pdl.prefetch_run(sub.to(tl.pointer_type(tl.int8)) + n0 * row_g, rows * row_g, PDL)
+    pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
         _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS, PF)
@@ -409,10 +422,10 @@ ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 X_SHARED = int(os.environ.get("STRATA_DP4A_XS", "0"))
 # load each step's next weight units before its dot products (STRATA_DP4A_PF=1; the same bits). H200,
 # 2026-12-02, 8B shape: one stream 415 -> 427 tok/s (gate|up one row 24.7 -> 24.3 us), but many rows
-# slower (gate|up 8 rows 69 -> 78 us; eight streams 1,382 -> 1,174): off until a GPU run checks it on
-# 1-row tiles only beside the others without it (bits equal by construction and under the interpreter):
-# STRATA_DP4A_PF=solo does that
-PREFETCH = os.environ.get("STRATA_DP4A_PF", "0")
+# slower (gate|up 8 rows 69 -> 78 us; eight streams 1,382 -> 1,174). So by default only 1-row tiles
+# prefetch ("solo"; "0" none, "1" all): one stream 415 -> 427, eight streams 1,382 -> 1,383, batch-test of
+# lone (prefetching) against batched requests IDENTICAL (H200, 2026-12-02, tests/gpu/run_attn_fused.sh)
+PREFETCH = os.environ.get("STRATA_DP4A_PF", "solo")
 # the fewest programs a launch keeps with two weight rows a thread (below: one)
 XS_MIN_PROGRAMS = 256
 
@@ -458,6 +471,11 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
-        w.n, w.k, part.stride(1), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, **NO_FUSION)
+        w.n, w.k, part.stride(1), *_row_bytes(w), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
+        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, **NO_FUSION, **pdl.launch(x.device))
     return part, 1
+
+
+def _row_bytes(w: Packed) -> tuple[int, int, int]:
+    """Bytes a weight row takes in codes, scales and sub (0 without sub): the planes are row-major."""
+    return tuple(t.stride(0) * t.element_size() if t is not None else 0 for t in (w.codes, w.scales, w.sub))

@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from engine.kernels import pdl
 from engine.kernels.dp4a_gemv import q8_store
 
 
@@ -65,7 +66,8 @@ def norm_warps(n: int) -> int:
 
 @triton.jit
 def _rms_kernel(x_ptr, w_ptr, out_ptr, N, stride_x, stride_o, eps, q_ptr, ds_ptr, BLOCK: tl.constexpr,
-                Q8: tl.constexpr):
+                Q8: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     r = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = c < N
@@ -92,7 +94,8 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float
     if rows.shape[0]:
         q, ds, on = _q8_args(q8, out)
         _rms_kernel[(rows.shape[0],)](rows, w, out, n, rows.stride(0), out.stride(0), float(eps), q, ds,
-                                      BLOCK=triton.next_power_of_2(n), Q8=on, num_warps=norm_warps(n))
+                                      BLOCK=triton.next_power_of_2(n), Q8=on, num_warps=norm_warps(n),
+                                      **pdl.launch(x.device))
     return out.reshape(x.shape)
 
 
@@ -100,7 +103,8 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float
 def _qkv_kernel(part_ptr, S, stride_ps, stride_pm, q_ptr, stride_qt, k_ptr, v_ptr, stride_cs, stride_cp,
                 stride_ch, slot_ptr, pos_ptr, cos_ptr, sin_ptr, stride_r, qn_ptr, kn_ptr, eps,
                 H: tl.constexpr, KVH: tl.constexpr, HD: tl.constexpr, HALF: tl.constexpr,
-                NEOX: tl.constexpr, QKNORM: tl.constexpr):
+                NEOX: tl.constexpr, QKNORM: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)                       # [0, H): query heads, [H, H + KVH): key/value heads
     is_q = h < H
@@ -159,13 +163,16 @@ def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: i
         part, S, part.stride(0), part.stride(1), q, q.stride(0), k_cache, v_cache, k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), slot, pos, cos, sin, cos.stride(0),
         q_norm if qk else cos, k_norm if qk else cos, float(eps),
-        H=n_heads, KVH=n_kv, HD=head_dim, HALF=rope_dim // 2, NEOX=bool(neox), QKNORM=qk, num_warps=1)
+        H=n_heads, KVH=n_kv, HD=head_dim, HALF=rope_dim // 2, NEOX=bool(neox), QKNORM=qk, num_warps=1,
+        **pdl.launch(part.device))
     return q
 
 
 @triton.jit
 def _residual_kernel(x_ptr, part_ptr, S, stride_ps, stride_pm, post_ptr, norm_ptr, xo_ptr, h_ptr, N, eps, q_ptr,
-                     ds_ptr, HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr, Q8: tl.constexpr):
+                     ds_ptr, HAS_POST: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr, Q8: tl.constexpr,
+                     PDL: tl.constexpr):
+    pdl.enter(PDL)
     r = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     ok = c < N
@@ -194,13 +201,14 @@ def residual_norm(x: torch.Tensor, part: torch.Tensor, S: int, post_w, norm_w, e
                                post_w if post_w is not None else x, norm_w if norm_w is not None else x,
                                xo, h if h is not None else xo, N, float(eps), q, ds, HAS_POST=post_w is not None,
                                HAS_NORM=norm_w is not None, BLOCK=triton.next_power_of_2(N), Q8=on,
-                               num_warps=norm_warps(N))
+                               num_warps=norm_warps(N), **pdl.launch(x.device))
     return xo, h
 
 
 @triton.jit
 def _glu_kernel(part_ptr, S, stride_ps, stride_pm, out_ptr, NF, q_ptr, ds_ptr, GELU: tl.constexpr,
-                BLOCK: tl.constexpr, Q8: tl.constexpr):
+                BLOCK: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     r = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = c < NF
@@ -227,5 +235,6 @@ def glu(part: torch.Tensor, S: int, n_ff: int, gelu: bool, out_dtype, q8=None) -
         block = min(1024, triton.next_power_of_2(n_ff))
         q, ds, on = _q8_args(q8, out)
         _glu_kernel[(T, triton.cdiv(n_ff, block))](part, S, part.stride(0), part.stride(1), out, n_ff, q, ds,
-                                                  GELU=bool(gelu), BLOCK=block, Q8=on, num_warps=4)
+                                                  GELU=bool(gelu), BLOCK=block, Q8=on, num_warps=4,
+                                                  **pdl.launch(part.device))
     return out

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.kernels import dp4a_gemv, fused
+from engine.kernels import dp4a_gemv, fused, pdl
 from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION, WARPS, _pass, plan
 from engine.kernels.stream_matmul import all_rows
 
@@ -51,10 +51,11 @@ def expert_planes(in_b, first, codes_a, scales_a, sub_a, codes_b, scales_b, sub_
 def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: tl.constexpr,
                  codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE, part, K, stride_pm, cw, sw, bw,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, XS: tl.constexpr):
+                 INTERP: tl.constexpr, XS: tl.constexpr, PDL: tl.constexpr):
     """Program (i, pair): weight rows [W i, W i + W) (W = BN * XS: XS weight rows per x load) of stack a
     (i < NPA) or of stack b (the rest) for pair = r * TOPK + j, expert sel[r, j], stored at part[pair, col]
     (b's columns after a's NE)."""
+    pdl.enter(PDL)
     i = tl.program_id(0)
     pair = tl.program_id(1)
     r = pair // TOPK
@@ -78,7 +79,8 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
 
 @triton.jit
 def _combine_kernel(y, stride_y, w_ptr, res, out, D, nreal_ptr, T, TOPK: tl.constexpr, BLOCK: tl.constexpr,
-                    RES: tl.constexpr):
+                    RES: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     r = tl.program_id(0)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = c < D
@@ -94,10 +96,13 @@ def _combine_kernel(y, stride_y, w_ptr, res, out, D, nreal_ptr, T, TOPK: tl.cons
 
 
 @triton.jit
-def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BK: tl.constexpr):
+def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BK: tl.constexpr, PDL: tl.constexpr):
     """Router logit of expert e for each real row: float32 sums over D in BK steps, a fixed order; the
-    rows one after another by the same code."""
+    rows one after another by the same code. PDL: the expert's router row goes to L2 before the wait."""
     e = tl.program_id(0).to(tl.int64)
+    if PDL:
+        pdl.prefetch_run(w_ptr + e * D, D * (w_ptr.dtype.element_ty.primitive_bitwidth // 8), PDL)
+    pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M):
         acc = tl.zeros((BK,), dtype=tl.float32)
@@ -111,9 +116,11 @@ def _logits_kernel(h_ptr, w_ptr, out_ptr, nreal_ptr, T, E, D, BK: tl.constexpr):
 
 @triton.jit
 def _topk_kernel(logit_ptr, bias_ptr, w_ptr, sel_ptr, nreal_ptr, T, E, scale, TOPK: tl.constexpr,
-                 KP: tl.constexpr, BE: tl.constexpr, SIGMOID: tl.constexpr, NORM: tl.constexpr):
+                 KP: tl.constexpr, BE: tl.constexpr, SIGMOID: tl.constexpr, NORM: tl.constexpr,
+                 PDL: tl.constexpr):
     """Row r's experts and weights from its logits: softmax scores, or sigmoid scores picked with the
     bias added; the k largest in order (ties: the lower expert), renormalised where NORM, scaled."""
+    pdl.enter(PDL)
     r = tl.program_id(0)
     e = tl.arange(0, BE)
     ok = e < E
@@ -152,14 +159,15 @@ def route(lw, cfg, h: torch.Tensor, n_real=None) -> tuple[torch.Tensor, torch.Te
     n_real = all_rows(n_real, t, h.device)
     logits = torch.empty((t, ne), dtype=torch.float32, device=h.device)
     _logits_kernel[(ne,)](h, lw.router.dense_weight(), logits, n_real, t, ne, d,
-                          BK=min(2048, triton.next_power_of_2(d)), num_warps=4, **NO_FUSION)
+                          BK=min(2048, triton.next_power_of_2(d)), num_warps=4, **NO_FUSION,
+                          **pdl.launch(h.device))
     w = torch.empty((t, topk), dtype=torch.float32, device=h.device)
     sel = torch.empty((t, topk), dtype=torch.int64, device=h.device)
     sigmoid = cfg.gating == "sigmoid"
     _topk_kernel[(t,)](logits, lw.exp_probs_b if sigmoid else logits, w, sel, n_real, t, ne,
                        float(cfg.expert_weights_scale), TOPK=topk, KP=triton.next_power_of_2(topk),
                        BE=triton.next_power_of_2(ne), SIGMOID=sigmoid, NORM=bool(cfg.expert_weights_norm),
-                       num_warps=1 if ne <= 256 else 4)
+                       num_warps=1 if ne <= 256 else 4, **pdl.launch(h.device))
     return w, sel
 
 
@@ -204,7 +212,8 @@ def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int,
     return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
-        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION)
+        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION,
+        **pdl.launch(part.device))
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None,
@@ -237,5 +246,5 @@ def combine(y: torch.Tensor, w: torch.Tensor, t: int, d: int, topk: int, n_real=
     res = residual.contiguous() if residual is not None else out
     _combine_kernel[(t, triton.cdiv(d, block))](y, y.stride(0), w.float().contiguous(), res, out, d, n_real, t,
                                                TOPK=topk, BLOCK=block, RES=residual is not None, num_warps=4,
-                                               **NO_FUSION)
+                                               **NO_FUSION, **pdl.launch(y.device))
     return out

@@ -266,3 +266,41 @@ def test_a_stages_first_norm_is_the_handed_on_one(kernels, n):
     xo, handed = fused.residual_norm(x, part, 3, None, w, 1e-6, torch.bfloat16, q8a)
     first = fused.rms_norm(xo, w, 1e-6, torch.bfloat16, q8b)
     assert torch.equal(handed, first) and torch.equal(q8a[0], q8b[0]) and torch.equal(q8a[1], q8b[1])
+
+
+@pytest.mark.skipif(not GPU or torch.cuda.get_device_capability()[0] < 9,
+                    reason="programmatic dependent launch: a GPU of compute capability 9.0 or later")
+def test_programmatic_dependent_launch_changes_no_bits(kernels, synthetic, monkeypatch):
+    """engine.kernels.pdl: each kernel of a decode block may start before the one ahead of it has
+    finished and waits for its writes before reading them. Four blocks back to back (every kernel reads
+    what the one before wrote, every block the one before's output and KV) give the bits of launches one
+    after another, run eagerly and replayed from a CUDA graph; with a read before the wait they would not."""
+    import engine.block as eb
+    pdl = importlib.import_module("engine.kernels.pdl")
+    monkeypatch.setattr(importlib.import_module("engine.kernels.stream_matmul"), "DECODE_KERNEL", "dp4a")
+    monkeypatch.setattr(eb, "fused_blocks", lambda x: kernels["fast_block"])
+    cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "llama", "Q4_K", n_rows=4)
+    _packed(lw)
+    tile = _tile(3, rows, DEV)
+    tile.n_dev = torch.tensor([3], dtype=torch.int32, device=DEV)
+
+    def run(k, v):
+        return eb.run_blocks([lw] * 4, cfg, 1, x, tile, [k] * 4, [v] * 4, lambda _: rope)
+
+    monkeypatch.setattr(pdl, "ENABLED", False)
+    ref = run(k.clone(), v.clone())
+    monkeypatch.setattr(pdl, "ENABLED", True)
+    assert pdl.on(x.device) and not pdl.on(torch.device("cpu"))
+    assert torch.equal(run(k.clone(), v.clone()), ref)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    kg, vg = k.clone(), v.clone()
+    with torch.cuda.stream(side):
+        run(kg, vg)                         # compiled and warmed on the capture stream
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        out = run(kg, vg)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, ref)

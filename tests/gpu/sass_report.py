@@ -2,7 +2,8 @@
 ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
-    python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load)
+    python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
+    PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
 
 KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
 - mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
@@ -42,12 +43,14 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
         fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False, "BM": sm.MMA_BM}
     elif which == "dp4a":
         sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
-               "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "KIND": "constexpr",
-               "BN": "constexpr", "L": "constexpr", "EVEN": "constexpr", "INTERP": "constexpr", "RB": "constexpr",
-               "XS": "constexpr", "PF": "constexpr"}
+               "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "row_c": "i32",
+               "row_s": "i32", "row_g": "i32", "KIND": "constexpr", "BN": "constexpr", "L": "constexpr",
+               "EVEN": "constexpr", "INTERP": "constexpr", "RB": "constexpr", "XS": "constexpr", "PF": "constexpr",
+               "PDL": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
                                       "INTERP": False, "RB": int(os.environ.get("RB", dg.ROWS_PER_PASS)),
-                                      "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH == "1"}
+                                      "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH == "1",
+                                      "PDL": os.environ.get("PDL", "1") == "1"}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
                "scales": "*i32" if kind == 4 else "*fp16", "sub": "*i32" if kind == 4 else "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
@@ -88,6 +91,8 @@ def main() -> int:
     ops = collections.Counter(m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]+\*/\s+([A-Z0-9_.]+)", sass))
     print(f"{which} KIND {kind} BN {bn} warps {warps}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
     print("  ".join(f"{op} {n}" for op, n in ops.most_common(40)))
+    if os.environ.get("SASS") == "1":
+        print(sass)
     return 0
 
 
