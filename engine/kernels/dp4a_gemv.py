@@ -381,20 +381,20 @@ def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, s
 
 
 @triton.jit
-def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm, row_c, row_s, row_g,
+def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm, row_c, row_s, row_g, cap,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
                  INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr, PDL: tl.constexpr):
-    """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN. PDL: the program's weights
-    (row_c, row_s, row_g bytes a weight row in codes, scales, sub) go to L2 while the kernel before
-    finishes (engine.kernels.pdl); every read of x, the row count and every store come after the wait."""
+    """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN. PDL: the first cap bytes of the
+    program's weight rows (row_c, row_s, row_g bytes a row in codes, scales, sub) go to L2 while the kernel
+    before finishes (engine.kernels.pdl); every read of x, the row count and every store come after the wait."""
     n_raw = tl.program_id(0) * (BN * XS) + tl.arange(0, BN)
-    if PDL:
+    if PDL and cap > 0:
         n0 = tl.program_id(0).to(tl.int64) * (BN * XS)
         rows = tl.minimum(BN * XS, N - n0)
-        pdl.prefetch_run(codes.to(tl.pointer_type(tl.int8)) + n0 * row_c, rows * row_c, PDL)
-        pdl.prefetch_run(scales.to(tl.pointer_type(tl.int8)) + n0 * row_s, rows * row_s, PDL)
+        pdl.prefetch_rows(codes.to(tl.pointer_type(tl.int8)) + n0 * row_c, rows, row_c, cap, PDL)
+        pdl.prefetch_rows(scales.to(tl.pointer_type(tl.int8)) + n0 * row_s, rows, row_s, cap, PDL)
         if KIND == 4 or KIND == 6:
-            pdl.prefetch_run(sub.to(tl.pointer_type(tl.int8)) + n0 * row_g, rows * row_g, PDL)
+            pdl.prefetch_rows(sub.to(tl.pointer_type(tl.int8)) + n0 * row_g, rows, row_g, cap, PDL)
     pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
@@ -471,7 +471,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
-        w.n, w.k, part.stride(1), *_row_bytes(w), KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
+        w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
         INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, **NO_FUSION, **pdl.launch(x.device))
     return part, 1
 

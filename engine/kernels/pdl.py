@@ -25,6 +25,8 @@ import triton
 import triton.language as tl
 
 ENABLED = os.environ.get("STRATA_PDL", "1") == "1" and os.environ.get("TRITON_INTERPRET") != "1"
+# bytes of each weight row a matmul program prefetches before its wait (0: none)
+PREFETCH = int(os.environ.get("STRATA_PDL_PREFETCH", str(1 << 30)))
 
 
 _ON = {"PDL": True, "launch_pdl": True}
@@ -67,11 +69,19 @@ def prefetch_l2(ptrs, mask, PDL: tl.constexpr):
 @triton.jit
 def prefetch_run(ptr, nbytes, PDL: tl.constexpr):
     """Pull nbytes from ptr on (any pointer type) into L2, one prefetch per 128-byte line."""
+    prefetch_rows(ptr, 1, nbytes, nbytes, PDL)
+
+
+@triton.jit
+def prefetch_rows(ptr, rows, row_bytes, cap, PDL: tl.constexpr):
+    """Pull the first min(row_bytes, cap) bytes of `rows` rows row_bytes apart from ptr on into L2, one
+    prefetch per 128-byte line (a row that starts inside a line: its last partial line left out)."""
     if PDL:
         base = ptr.to(tl.pointer_type(tl.int8))
-        offs = tl.arange(0, 128) * 128
-        for i in range(0, nbytes, 128 * 128):
-            o = i + offs
-            prefetch_l2(base + o, o < nbytes, PDL)
-        last = tl.zeros((1,), dtype=tl.int64) + nbytes - 1        # the last line where ptr is not aligned
-        prefetch_l2(base + last, last >= 0, PDL)
+        per = (tl.minimum(row_bytes, cap) + 127) // 128        # lines a row
+        total = rows * per
+        idx = tl.arange(0, 128)
+        for i in range(0, total, 128):
+            j = i + idx
+            at = (j // per).to(tl.int64) * row_bytes + (j % per) * 128
+            prefetch_l2(base + at, j < total, PDL)

@@ -44,7 +44,7 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     elif which == "dp4a":
         sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "row_c": "i32",
-               "row_s": "i32", "row_g": "i32", "KIND": "constexpr", "BN": "constexpr", "L": "constexpr",
+               "row_s": "i32", "row_g": "i32", "cap": "i32", "KIND": "constexpr", "BN": "constexpr", "L": "constexpr",
                "EVEN": "constexpr", "INTERP": "constexpr", "RB": "constexpr", "XS": "constexpr", "PF": "constexpr",
                "PDL": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
