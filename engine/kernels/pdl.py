@@ -25,8 +25,11 @@ import triton
 import triton.language as tl
 
 ENABLED = os.environ.get("STRATA_PDL", "1") == "1" and os.environ.get("TRITON_INTERPRET") != "1"
-# bytes of each weight row a matmul program prefetches before its wait (0: none)
-PREFETCH = int(os.environ.get("STRATA_PDL_PREFETCH", str(1 << 30)))
+# bytes of each weight row an int8 matmul program prefetches before its wait (0: none). H200, 2026-12-02,
+# llama-3-8b Q4_K decode tile replay (tests/gpu/run_pdl2.sh; PDL off 2,258 / 2,294 us at one real row,
+# 5,373 / 5,528 at eight): whole rows 2,302 / 5,557, 1024 bytes 2,083 / 5,722, none 2,195 / 5,614;
+# strata bench one stream 450 (off) -> 428 / 474 / 471 tok/s; SmolLM2 one stream 935-1,000 -> 1,122-1,185
+PREFETCH = int(os.environ.get("STRATA_PDL_PREFETCH", "1024"))
 
 
 _ON = {"PDL": True, "launch_pdl": True}
