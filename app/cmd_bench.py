@@ -73,6 +73,10 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     span = (last.t - first.t) if first else 0.0
     busy = [round(100 * (b - a) / span, 1) for a, b in zip(first.stage_busy_s_total, last.stage_busy_s_total)] \
         if span > 0 else []
+    # chained windows (one GPU, greedy) that went onto the device before their feeding window ended: below
+    # 100 the host's part of a window outlasted the window's kernels and the device waited for it
+    ahead = last.chained_total - first.chained_total if first else 0
+    late = last.chained_late_total - first.chained_late_total if first else 0
     offered = sum(d.drafts_offered for d in dones)
     accepted = sum(d.drafts_accepted for d in dones)
     windows = sum(d.windows for d in dones)
@@ -96,6 +100,7 @@ def run_level(eng, n: int, args, tag: str) -> dict:
         "tokens_per_window": round(gen / windows, 3) if windows else None,
         "mean_acceptance_length": round(1 + accepted / windows, 3) if windows and offered else None,
         "stage_busy_pct": busy,
+        "chained_pct": round(100 * ahead / (ahead + late), 1) if ahead + late else None,
         "accepted_by_pos": by_pos,
         "window_ms": round(statistics.median(window_ms), 3) if window_ms else None,
         "rows_per_window": round(n / groups * (1 + offered / windows), 2) if windows else None,
@@ -155,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
               f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
     cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
             "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms", "rows_per_window",
-            "stage_busy_pct", "accepted_by_pos"]
+            "stage_busy_pct", "chained_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:

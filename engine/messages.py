@@ -269,6 +269,8 @@ class Telemetry(Msg):
     tokens_per_window: float = 0.0         # over the last second, per slot-window
     rows_per_window: float = 0.0           # over the last second, rows each window carried
     rows_total: int = 0                    # monotonic: rows run through the stages
+    chained_total: int = 0                 # monotonic: chained windows launched before their feeding one ended
+    chained_late_total: int = 0            # monotonic: chained windows launched after it had ended
     slots: list[SlotState] = []
     queue_depth: int = 0
     memory: list[DeviceMemory] = []

@@ -188,6 +188,10 @@ class Pipeline:
         self.side = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
         self.chain = chain_mode(stages)
         self._chain_cond = threading.Condition()
+        # chained windows launched while their feeding window's kernels still ran (the device never ran
+        # dry between them), and those that came after it had ended (the host's part of a window was
+        # longer than the window's kernels): monotonic counts, for the telemetry
+        self.chained = [0, 0]
 
     @property
     def scratch_slot(self) -> int:
@@ -252,6 +256,8 @@ class Pipeline:
                     y, made, marks = rows.pre
                     rows.pre = None
                 else:
+                    if rows.feed is not None:
+                        self.chained[1] += 1
                     y, made, marks = self._launch(k, rows, x, event)
                 if k + 1 < len(self.stages):
                     ev = None
@@ -273,6 +279,7 @@ class Pipeline:
                         if nxt is not None:
                             nrows, nfinish, nfut = nxt
                             try:
+                                self.chained[0] += 1
                                 nrows.pre = self._launch(k, nrows, None, None)
                             except BaseException as e:  # noqa: BLE001 - the successor's own failure
                                 nfut.set_exception(e)

@@ -3,6 +3,8 @@ of the one in flight. On by default on a GPU stage; here forced on a CPU stage (
 logic is the same, and compared token for token with the same requests unchained."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app.local_engine import local_client
@@ -20,10 +22,18 @@ def req(rid, prompt, n=12, **kw):
     return AddRequest(request_id=rid, prompt=prompt, sampling=SamplingParams(max_tokens=n, **kw))
 
 
-def run(model, reqs, chain: str, monkeypatch, parallel=2):
+def run(model, reqs, chain: str, monkeypatch, parallel=2, telemetry: list | None = None):
+    """The requests' results; telemetry: gets the engine's telemetry from after the last window."""
     monkeypatch.setenv("STRATA_CHAIN", chain)
     with local_client(EngineConfig(model=model, parallel=parallel)) as eng:
-        return run_together(eng, reqs)
+        out = run_together(eng, reqs)
+        if telemetry is not None:
+            t_end = time.monotonic() + 5
+            while time.monotonic() < t_end and (eng.latest_telemetry is None
+                                                or eng.latest_telemetry.t < t_end - 4.9):
+                time.sleep(0.02)
+            telemetry.append(eng.latest_telemetry)
+        return out
 
 
 @pytest.fixture()
@@ -55,8 +65,11 @@ def test_chained_greedy_windows_give_the_same_tokens_and_ends(model, monkeypatch
     stop = base["a"].text[len(base["a"].text) // 2:][:3]
     reqs.append(req("f", "the first request", n=24, stop=[stop]))
     base["f"] = run(model, reqs[-1:], "0", monkeypatch)["f"]
-    got = run(model, reqs, "1", monkeypatch)
+    tel = []
+    got = run(model, reqs, "1", monkeypatch, telemetry=tel)
     assert chained_windows[0] > 20 and chained_windows[1] == depth
+    # the telemetry counts each chained window once: launched on top of its feeding window, or after it
+    assert tel[0].chained_total + tel[0].chained_late_total == chained_windows[0]
     for r in reqs:
         assert got[r.request_id].tokens == base[r.request_id].tokens, r.request_id
         assert got[r.request_id].done.finish_reason == base[r.request_id].done.finish_reason, r.request_id
