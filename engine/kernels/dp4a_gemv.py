@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.kernels import pdl
+from engine.kernels import lane_tree, pdl
 from engine.kernels.iq4 import kvalues4
 from engine.kernels.packed import Packed
 
@@ -234,15 +234,22 @@ def _row(acc, acc_b, i, r3, M, xp, dp, rstride, dstride, wok3,
 
 
 @triton.jit
-def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N):
+def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N, ORD: tl.constexpr):
+    """Row r0 + i's sums over the lanes (ORD: in the GPU's order written out, for the interpreter)."""
     r = r0 + i + tl.zeros((1, 1), dtype=tl.int32)
-    tl.store(part + r * stride_pm + n_raw[None, :], tl.sum(acc, axis=2), mask=(r < M) & (n_raw < N)[None, :])
+    if ORD:
+        BN: tl.constexpr = acc.shape[1]
+        L: tl.constexpr = acc.shape[2]
+        y = tl.reshape(lane_tree.tree(tl.permute(tl.reshape(acc, (BN, L)), (1, 0)), L, BN, ORD), (1, BN))
+    else:
+        y = tl.sum(acc, axis=2)
+    tl.store(part + r * stride_pm + n_raw[None, :], y, mask=(r < M) & (n_raw < N)[None, :])
 
 
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
-          XS: tl.constexpr, PF: tl.constexpr = False):
+          XS: tl.constexpr, PF: tl.constexpr = False, ORD: tl.constexpr = 0):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
     A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
@@ -331,9 +338,9 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
                 mn_lo, mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
         xp += step_x
         dp += step_d
-    _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
+    _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, M, part, stride_pm, n_raw, N, BN, RB, XS, ORD)
     if RB > 4:
-        _store_quad(e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, M, part, stride_pm, n_raw, N, BN, RB, XS)
+        _store_quad(e0, e1, e2, e3, f0, f1, f2, f3, 4, r0, M, part, stride_pm, n_raw, N, BN, RB, XS, ORD)
 
 
 @triton.jit
@@ -364,26 +371,27 @@ def _quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, r3, M, xp, dp, K
 
 @triton.jit
 def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, stride_pm, n_raw, N,
-                BN: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr):
-    _store_row(a0, I0, r0, M, part, stride_pm, n_raw, N)
+                BN: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, ORD: tl.constexpr):
+    _store_row(a0, I0, r0, M, part, stride_pm, n_raw, N, ORD)
     if RB > 1:
-        _store_row(a1, I0 + 1, r0, M, part, stride_pm, n_raw, N)
+        _store_row(a1, I0 + 1, r0, M, part, stride_pm, n_raw, N, ORD)
     if RB > 2:
-        _store_row(a2, I0 + 2, r0, M, part, stride_pm, n_raw, N)
-        _store_row(a3, I0 + 3, r0, M, part, stride_pm, n_raw, N)
+        _store_row(a2, I0 + 2, r0, M, part, stride_pm, n_raw, N, ORD)
+        _store_row(a3, I0 + 3, r0, M, part, stride_pm, n_raw, N, ORD)
     if XS == 2:
-        _store_row(b0, I0, r0, M, part, stride_pm, n_raw + BN, N)
+        _store_row(b0, I0, r0, M, part, stride_pm, n_raw + BN, N, ORD)
         if RB > 1:
-            _store_row(b1, I0 + 1, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(b1, I0 + 1, r0, M, part, stride_pm, n_raw + BN, N, ORD)
         if RB > 2:
-            _store_row(b2, I0 + 2, r0, M, part, stride_pm, n_raw + BN, N)
-            _store_row(b3, I0 + 3, r0, M, part, stride_pm, n_raw + BN, N)
+            _store_row(b2, I0 + 2, r0, M, part, stride_pm, n_raw + BN, N, ORD)
+            _store_row(b3, I0 + 3, r0, M, part, stride_pm, n_raw + BN, N, ORD)
 
 
 @triton.jit
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm, row_c, row_s, row_g, cap,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr, PDL: tl.constexpr):
+                 INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr, PDL: tl.constexpr,
+                 ORD: tl.constexpr):
     """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN. PDL: the first cap bytes of the
     program's weight rows (row_c, row_s, row_g bytes a row in codes, scales, sub) go to L2 while the kernel
     before finishes (engine.kernels.pdl); every read of x, the row count and every store come after the wait."""
@@ -398,7 +406,8 @@ def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
-        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS, PF)
+        _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS, PF,
+              ORD)
     zero = tl.zeros((BN * XS,), dtype=tl.float32)
     n_all = tl.program_id(0) * (BN * XS) + tl.arange(0, BN * XS)
     for r in range(M, T):
@@ -472,8 +481,16 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, **NO_FUSION, **pdl.launch(x.device))
+        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, **NO_FUSION,
+        **pdl.launch(x.device))
     return part, 1
+
+
+def lane_order(w: Packed, warps: int = WARPS) -> int:
+    """How the GPU's kernel (one weight row a thread and lane) adds up a row's lanes, as lane_tree.tree's
+    constexpr: the interpreter writes that order out, so that its bits are the GPU's."""
+    bn, lanes = plan(w.kind, w.n, w.k, warps, 1)
+    return lane_tree.packed(lane_tree.order(bn, lanes, warps))
 
 
 def _row_bytes(w: Packed) -> tuple[int, int, int]:

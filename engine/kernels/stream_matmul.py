@@ -356,7 +356,9 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
         from engine.kernels import imma_matmul
         return imma_matmul.matmul_parts(x, w, n_real, xq)
     if kernel == "dp4a":
-        from engine.kernels import dp4a_gemv
+        from engine.kernels import dp4a_gemv, dp4a_mma
+        if x.shape[0] > 1 and dp4a_mma.ROWS and dp4a_mma.supports(w):     # the same bits on tensor cores
+            return dp4a_mma.matmul_parts(x, w, n_real, xq)
         return dp4a_gemv.matmul_parts(x, w, n_real, xq)
     if kernel == "gemv":
         bn, s, cps = gemv_plan(w.n, w.k)

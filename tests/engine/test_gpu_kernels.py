@@ -143,10 +143,15 @@ def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
 
 
 @pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
-                                          ("Q4_K", "dp4a")])
+                                          ("Q4_K", "dp4a"), ("Q4_1", "dp4a+mma"), ("Q4_K", "dp4a+mma")])
 def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, monkeypatch, qtype, kernel):
     """The GPU stage's layout: repacked weights, decode tiles through either decode kernel; a row does not
-    depend on the other rows, their count or (except under the interpreter's tl.dot) its place."""
+    depend on the other rows, their count or (except under the interpreter's tl.dot) its place. dp4a+mma:
+    tiles of several rows on the int8 kernel's tensor-core twin (engine.kernels.dp4a_mma), a 1-row tile on
+    the int8 kernel: the same row, the same bits."""
+    if kernel == "dp4a+mma":
+        monkeypatch.setattr(importlib.import_module("engine.kernels.dp4a_mma"), "ROWS", True)
+        kernel = "dp4a"
     monkeypatch.setattr(importlib.import_module("engine.kernels.stream_matmul"), "DECODE_KERNEL", kernel)
     fb = kernels["fast_block"]
     cfg, lw, rope, k, v, rows, x = _block_case(synthetic, "llama", qtype)

@@ -204,6 +204,16 @@ FAULTS = [
     Fault("bf16-high-nibbles-low-scale", "engine/kernels/bf16_decode.py",
           "_pair(dd * byte_at(ws, sh + 8), BN)", "_pair(dd * byte_at(ws, sh), BN)",
           ["tests/engine/test_bf16_decode.py::test_bf16_kernel_is_right_within_bfloat16_and_row_invariant"]),
+    # a row's lanes added in another order than the GPU's tl.sum (the interpreter's int8 kernel and its
+    # tensor-core twin both read the tree, so only the butterfly reference can tell)
+    Fault("lane-tree-highest-bit-always", "engine/kernels/lane_tree.py",
+          "    v = tl.reshape(v, (LC // (2 << B), 2, 1 << B, X))", "    v = tl.reshape(v, (1, 2, LC // 2, X))",
+          ["tests/engine/test_dp4a_mma.py::test_the_lane_tree_is_the_gpus_butterfly"]),
+    # its Q4_K minimums taken from the other sub-block
+    Fault("dmma-q4k-mins-swapped", "engine/kernels/dp4a_mma.py",
+          "            mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)",
+          "            mn_lo = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)",
+          [GK + "test_packed_block_decode_tile_is_row_invariant_and_right[Q4_K-dp4a+mma]"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.

@@ -6,7 +6,7 @@ the measured device-copy bandwidth; the old GGUF-layout kernel and cuBLAS bf16 b
 before timing, that every kernel is right (bf16 relative error against float64) and row-invariant
 (each row of a 16-row call bit-identical to the same row alone), and exits 1 if any check fails.
 
-    python3 tests/gpu/bench_matmul.py [--sweep] [--json OUT.json]
+    python3 tests/gpu/bench_matmul.py [--sweep] [--json OUT.json]     (dmma: engine.kernels.dp4a_mma)
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from triton.testing import do_bench_cudagraph
 
 from engine.kernels import bf16_decode as bf
 from engine.kernels import dp4a_gemv as dg
+from engine.kernels import dp4a_mma as dm
 from engine.kernels import imma_matmul as im
 from engine.kernels import quant_matmul as old
 from engine.kernels import stream_matmul as sm
@@ -173,6 +174,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
                "plan": [bn, s, cps], "us": time_call(fn)}
         if gemv is not None and p.kind <= 4:          # (IQ4: the int8 kernel only)
             row["imma_us"] = time_call(imma)
+            row["dmma_us"] = time_call(lambda: dm.matmul_parts(x, p, nreal))
             if p.kind in bf.KINDS:
                 row["bf16_us"] = time_call(lambda: bf.matmul_parts(x, p, nreal))
             row["gemv_us"] = time_call(gemv)
@@ -184,6 +186,9 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
                 if cfg[0] == "xs":
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[2], xs=cfg[1])  # noqa: E731
                     key = f"cfg xs{cfg[1]}/rb{cfg[2]}"
+                elif cfg[0] == "dmma":
+                    call = lambda: dm.matmul_parts(x, p, nreal, None, cfg[1], cfg[2])  # noqa: E731
+                    key = f"cfg d{cfg[1]}/{cfg[2]}w"
                 elif cfg[0] == "rb":
                     call = lambda: dg.matmul_parts(x, p, nreal, None, rb=cfg[1])  # noqa: E731
                     key = f"cfg rb{cfg[1]}"
@@ -208,7 +213,7 @@ def bench(qt, name, n, k, bw, rows=ROWS, configs=None) -> list[dict]:
         extra = "  ".join(f"{key[4:]}={v:.1f}" if isinstance(v, float) else f"{key[4:]}={v}"
                           for key, v in row.items() if key.startswith("cfg "))
         print(f"{qt.name:5} {name[0]:14} {name[1]:15} {n:6}x{k:<6} rows {m:3}  {row['us']:7.1f} us  "
-              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  imma {row.get('imma_us', float('nan')):7.1f}  bf16 {row.get('bf16_us', float('nan')):7.1f}  gemv {row.get('gemv_us', float('nan')):7.1f}  "
+              f"{row['GB/s']:6.0f} GB/s {row['%bw']:5.1f}%  dmma {row.get('dmma_us', float('nan')):7.1f}  imma {row.get('imma_us', float('nan')):7.1f}  bf16 {row.get('bf16_us', float('nan')):7.1f}  gemv {row.get('gemv_us', float('nan')):7.1f}  "
               f"mma {row.get('mma_us', float('nan')):7.1f}  "
               f"cublas-bf16 {row['cublas_bf16_us']:7.1f}  plan {bn}/{s}/{cps}  {extra}", flush=True)
     return out
@@ -220,6 +225,8 @@ def main() -> int:
     ap.add_argument("--sweep-imma", action="store_true", help="also time the imma kernel's other (BN, warps, stages, target)")
     ap.add_argument("--sweep-bf16", action="store_true", help="also time the bf16 kernel at 528 and 1056 programs with 4 and 2 codes per asm call")
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2, 4 and 8 x rows per pass")
+    ap.add_argument("--sweep-dmma", action="store_true", help="also time the int8 kernel's tensor-core twin "
+                    "(engine.kernels.dp4a_mma) at 16 / 32 weight rows a program and 4 / 8 warps")
     ap.add_argument("--sweep-xs", action="store_true", help="also time the decode kernel with 1 and 2 weight rows per x load")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
@@ -252,6 +259,8 @@ def main() -> int:
         configs = [("bf16", 128, 4, 2, tg, pk) for tg in (528, 1056) for pk in (4, 2)]
     if args.sweep_xs:
         configs = [("xs", 1, 4), ("xs", 2, 4), ("xs", 2, 2)]
+    if args.sweep_dmma:
+        configs = [("dmma", bn, w) for bn in (16, 32) for w in (4, 8)]
     if args.sweep_rb:
         configs = [("rb", 1), ("rb", 2), ("rb", 4), ("rb", 8)]
     rows = []

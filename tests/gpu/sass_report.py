@@ -46,11 +46,11 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "row_c": "i32",
                "row_s": "i32", "row_g": "i32", "cap": "i32", "KIND": "constexpr", "BN": "constexpr", "L": "constexpr",
                "EVEN": "constexpr", "INTERP": "constexpr", "RB": "constexpr", "XS": "constexpr", "PF": "constexpr",
-               "PDL": "constexpr"}
+               "PDL": "constexpr", "ORD": "constexpr"}
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
                                       "INTERP": False, "RB": int(os.environ.get("RB", dg.ROWS_PER_PASS)),
                                       "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH == "1",
-                                      "PDL": os.environ.get("PDL", "1") == "1"}
+                                      "PDL": os.environ.get("PDL", "1") == "1", "ORD": 0}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
                "scales": "*i32" if kind == 4 else "*fp16", "sub": "*i32" if kind == 4 else "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",

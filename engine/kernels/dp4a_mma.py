@@ -1,0 +1,143 @@
+"""Decode tiles of several rows on int8 tensor cores, giving the int8 decode kernel's bits.
+
+Why: engine.kernels.dp4a_gemv computes the real rows of a tile one after another, so eight rows cost
+several times one (H200, llama-3-8b shape: a decode tile's replay 2.1 ms at one row, 5.4 ms at eight),
+and `--decode-kernel bf16` / `imma`, which multiply 16 rows for about the price of one, give other bits,
+so they cannot serve many-row tiles while the int8 kernel serves a lone row's 1-row tile (a request's
+tokens would then depend on what runs beside it).
+
+So this kernel does the int8 kernel's arithmetic on tensor cores: a unit's integer dot products (a 32-
+value block, Q4_K's 64-value group as two) are exact int32 sums whatever their order, so one batched int8
+MMA gives, for the L units of a lane step at once ([L, BN weight rows, 32] x [L, 32, 16 rows]), the very
+integers the int8 kernel's dp4a instructions give; each is then scaled into lane (unit mod L)'s float32
+accumulator by the int8 kernel's FMAs in the same order (fp fusion off), and the lanes are added in the
+order of the int8 kernel's `tl.sum` (engine.kernels.lane_tree). A (weight row, x row) result is the int8
+kernel's, bit for bit: tests/engine/test_dp4a_mma.py under the interpreter, test_gpu_kernels.py on a GPU.
+
+Types: Q8_0 (and the IQ types stored as it), Q4_0, Q4_1, Q4_K; the IQ4 types stay on the int8 kernel.
+Importing this module imports triton.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from engine.kernels import dp4a_gemv, lane_tree, pdl
+from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION
+from engine.kernels.packed import Packed
+
+RT = 16                                             # x rows a tile: the MMA's N
+KINDS = frozenset({1, 2, 3, 4})
+BN = int(os.environ.get("STRATA_DMMA_BN", "16"))    # weight rows a program
+WARPS = int(os.environ.get("STRATA_DMMA_WARPS", "8"))
+# decode tiles of two or more rows run here (STRATA_DP4A_MMA=1), a 1-row tile on the int8 kernel; off
+# until measured on a GPU
+ROWS = os.environ.get("STRATA_DP4A_MMA", "0") == "1"
+
+
+@triton.jit
+def _mma_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm,
+                KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, RT: tl.constexpr, ORD: tl.constexpr,
+                EVEN: tl.constexpr, PDL: tl.constexpr):
+    """part[0, r, n] for weight rows n = program * BN ... and all RT rows (zeros from the real count on)."""
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    nc = tl.minimum(n, N - 1).to(tl.int64)             # rows past N read row N - 1 and are not stored
+    pdl.enter(PDL)
+    M = tl.minimum(tl.load(nreal_ptr), T)
+    r = tl.arange(0, RT)
+    if KIND == 4:
+        U = K // 64
+    else:
+        U = K // 32
+    NB = K // 32
+    lane = tl.arange(0, L)
+    nw = nc[None, :, None]                             # [1, BN, 1]: a weight tile's rows
+    j32 = tl.arange(0, 32)
+    jw = j32[None, None, :]                            # [1, 1, 32]: a weight tile's values
+    jx = j32[None, :, None]                            # [1, 32, 1]: an x tile's values
+    rx = r[None, None, :]                              # [1, 1, RT]: the x rows
+    rok = rx < M
+    acc = tl.zeros((L, BN, RT), dtype=tl.float32)
+    for u0 in range(0, U, L):
+        u = (u0 + lane)[:, None, None]                 # [L, 1, 1]: lane l's unit
+        if EVEN:
+            uok = u >= 0
+        else:
+            uok = u < U
+        xok = uok & rok                                # [L, 1, RT]
+        if KIND == 4:                                  # 32 bytes: low nibbles values 0..31, high 32..63
+            cw = tl.load(codes + nw * (K // 2) + u * 32 + jw, mask=uok, other=0)
+            xb = xq + rx * K + u * 64 + jx
+            plo = tl.dot((cw & 15).to(tl.int8), tl.load(xb, mask=xok, other=0), out_dtype=tl.int32)
+            phi = tl.dot((cw >> 4).to(tl.int8), tl.load(xb + 32, mask=xok, other=0), out_dtype=tl.int32)
+            sb = nw * (K // 256) + u // 4
+            dd = tl.load(scales + sb * 2, mask=uok, other=0.0).to(tl.float32)
+            dmin = tl.load(scales + sb * 2 + 1, mask=uok, other=0.0).to(tl.float32)
+            gp = sub + sb * 16 + 2 * (u % 4)
+            sc_lo = tl.load(gp, mask=uok, other=0).to(tl.int32)
+            sc_hi = tl.load(gp + 1, mask=uok, other=0).to(tl.int32)
+            mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)
+            mn_hi = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)
+            dp = xds + (rx * NB + 2 * u) * 2
+            d0 = tl.load(dp, mask=xok, other=0.0)
+            s0 = tl.load(dp + 1, mask=xok, other=0.0)
+            d1 = tl.load(dp + 2, mask=xok, other=0.0)
+            s1 = tl.load(dp + 3, mask=xok, other=0.0)
+            t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
+            acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
+        else:
+            if KIND == 1:                              # 32 int8 codes, values in order
+                w = tl.load(codes + nw * K + u * 32 + jw, mask=uok, other=0)
+                xv = tl.load(xq + rx * K + u * 32 + jx, mask=xok, other=0)
+            else:                                      # 16 bytes: values 0..15 low nibbles, 16..31 high
+                cw = tl.load(codes + nw * (K // 2) + u * 16 + tl.arange(0, 16)[None, None, :], mask=uok, other=0)
+                w = tl.reshape(tl.join((cw & 15).to(tl.int8), (cw >> 4).to(tl.int8)), (L, BN, 32))
+                # the joined tile's column k holds value k // 2 + 16 * (k % 2)
+                xv = tl.load(xq + rx * K + u * 32 + (jx // 2 + 16 * (jx % 2)), mask=xok, other=0)
+            p = tl.dot(w, xv, out_dtype=tl.int32).to(tl.float32)
+            dp = xds + (rx * NB + u) * 2
+            d0 = tl.load(dp, mask=xok, other=0.0)
+            if KIND == 1:
+                dd = tl.load(scales + nw * NB + u, mask=uok, other=0.0).to(tl.float32)
+                acc = tl.fma(dd, d0 * p, acc)
+            elif KIND == 2:
+                dd = tl.load(scales + nw * NB + u, mask=uok, other=0.0).to(tl.float32)
+                acc = tl.fma(dd, tl.fma(-8.0, tl.load(dp + 1, mask=xok, other=0.0), d0 * p), acc)
+            else:
+                sp = scales + (nw * NB + u) * 2
+                dd = tl.load(sp, mask=uok, other=0.0).to(tl.float32)
+                dmin = tl.load(sp + 1, mask=uok, other=0.0).to(tl.float32)
+                acc = tl.fma(dmin, tl.load(dp + 1, mask=xok, other=0.0), tl.fma(dd, d0 * p, acc))
+    y = tl.reshape(lane_tree.tree(tl.reshape(acc, (L, BN * RT)), L, BN * RT, ORD), (BN, RT))
+    rr = r[None, :]
+    y = tl.where(rr < M, y, 0.0)
+    tl.store(part + rr * stride_pm + n[:, None], y, mask=(n < N)[:, None] & (rr < T))
+
+
+def supports(w: Packed) -> bool:
+    """Whether w's decode rows can run here (the int8 kernel's own layout: one weight row a thread)."""
+    return w.kind in KINDS and (INTERPRET or dp4a_gemv.ROWS_PER_THREAD == 1)
+
+
+def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, bn: int = BN,
+                 warps: int = WARPS) -> tuple[torch.Tensor, int]:
+    """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other
+    rows: (part [1, T, N], 1), each element the int8 kernel's bits. xq: x already quantized (by the
+    kernel that made x), else quantized here. bn, warps: for measuring only."""
+    t = x.shape[0]
+    if t > RT:
+        raise ValueError(f"the tensor-core int8 decode kernel takes up to {RT} rows, got {t}")
+    part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
+    if t == 0:
+        return part, 1
+    xq, xds = xq if xq is not None else dp4a_gemv.quantize(x)
+    lanes = dp4a_gemv.plan(w.kind, w.n, w.k)[1]          # the int8 kernel's lanes and their order
+    units = w.k // (64 if w.kind == 4 else 32)
+    _mma_kernel[(triton.cdiv(w.n, bn),)](
+        xq, xds, n_real, t, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, w.n, w.k,
+        part.stride(1), KIND=w.kind, BN=bn, L=lanes, RT=RT, ORD=dp4a_gemv.lane_order(w),
+        EVEN=units % lanes == 0, num_warps=warps, **NO_FUSION, **pdl.launch(x.device))
+    return part, 1
