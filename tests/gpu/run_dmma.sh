@@ -10,15 +10,18 @@ source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 check "bits against the int8 kernel on the GPU" timeout 200 python3 -m pytest -q -p no:cacheprovider -x \
   tests/engine/test_dp4a_mma.py "tests/engine/test_gpu_kernels.py::test_packed_block_decode_tile_is_row_invariant_and_right"
-l8b_and_smol
-check "batch-test 8b sampled 4 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4 \
-  --temperature 0.8 --seed 4
 MATS="gate|up,down,qkv,wo"
 if [ "${QUICK:-0}" = 1 ]; then
   check "matmul 8b" timeout 120 python3 tests/gpu/bench_matmul.py --no-checks --only llama-3-8b --matrices "gate|up,down"
+  l8b_and_smol
   check "bench 8b 1,8 mma" env STRATA_DP4A_MMA=1 timeout 120 $S bench --model $M/l8b.gguf --streams 1,8 --parallel 8 $B
+  check "batch-test 8b sampled 4 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 \
+    --parallel 4 --temperature 0.8 --seed 4
   summary
 fi
+l8b_and_smol
+check "batch-test 8b sampled 4 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4 \
+  --temperature 0.8 --seed 4
 check "matmul 8b + smol, sweep" timeout 300 python3 tests/gpu/bench_matmul.py --no-checks --sweep-dmma --matrices "$MATS"
 check "batch-test 8b greedy 8 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 8
 check "batch-test 8b 2 stages split 12, 2 groups, sampled, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf \
