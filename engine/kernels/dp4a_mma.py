@@ -33,8 +33,12 @@ RT = 16                                             # x rows a tile: the MMA's N
 KINDS = frozenset({1, 2, 3, 4})
 BN = int(os.environ.get("STRATA_DMMA_BN", "16"))    # weight rows a program
 WARPS = int(os.environ.get("STRATA_DMMA_WARPS", "8"))
-# decode tiles of two or more rows run here (STRATA_DP4A_MMA=1), a 1-row tile on the int8 kernel; off
-# until measured on a GPU
+# decode tiles of two or more rows run here (STRATA_DP4A_MMA=1), a 1-row tile on the int8 kernel. Off:
+# on the H200 (2026-12-02, QUICK=1 tests/gpu/run_dmma.sh) its bits are the int8 kernel's (the tests and a
+# sampled batch-test IDENTICAL with it on) but it is slow: llama-3-8b gate|up 28672x4096 at 16 rows 113 us
+# (int8 kernel 136, bf16 kernel 55), down 4096x14336 46 (58, 29), one row 123 / 48 (24 / 11); eight 8B
+# streams 1,003 tok/s against 1,333. The first build: 255 registers at 8 warps for its [L, BN, 16]
+# accumulators and MMA results, x and scale tiles loaded unpipelined with 64-bit addresses per element.
 ROWS = os.environ.get("STRATA_DP4A_MMA", "0") == "1"
 
 

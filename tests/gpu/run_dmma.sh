@@ -18,6 +18,7 @@ if [ "${QUICK:-0}" = 1 ]; then
   check "batch-test 8b sampled 4 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 \
     --parallel 4 --temperature 0.8 --seed 4
   summary
+  exit 0
 fi
 l8b_and_smol
 check "batch-test 8b sampled 4 slots, mma" env STRATA_DP4A_MMA=1 $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4 \
