@@ -9,12 +9,12 @@ the warp's lane bits from the highest down (shuffle xor 16, 8, ...), then across
 highest down (sm_90 TTGIR and SASS of the committed kernel, triton 3.6, 2026-12-02: L 32 / BN 4 lanes
 bits 2, 1, 0 then warp bits 4, 3; L 8 / BN 16: 0 then 2, 1; L 16 / BN 8: 1, 0 then 3, 2).
 
-`order(bn, lanes, warps)` gives that sequence of lane-index bits, `tree` adds [L, X] values in it
-(`packed(order(...))` its constexpr). The
-tensor-core kernel that must give the int8 kernel's bits for many rows (engine.kernels.dp4a_mma) adds its
-per-lane sums with it, and under the Triton interpreter (where `tl.sum` is numpy's) the int8 kernel does
-too, so the two are compared bit for bit on the CPU; tests/engine/test_gpu_kernels.py compares them on
-a GPU, where `tl.sum` is the one the layout gives.
+`order(bn, lanes, warps)` gives that sequence of lane-index bits; `tree` adds [L, X] values in it
+(`packed(order(...))` its constexpr): under the Triton interpreter (where `tl.sum` is numpy's) the int8
+kernel adds its lanes so, giving the GPU's bits. The tensor-core kernel that must give the int8 kernel's
+bits for many rows (engine.kernels.dp4a_mma) visits the lanes in the order `perm` packs, so that the
+same tree is a plain pairwise sum; tests/engine/test_dp4a_mma.py compares the two kernels under the
+interpreter and on a GPU, where `tl.sum` is the one the layout gives.
 """
 from __future__ import annotations
 
@@ -71,3 +71,9 @@ def tree(v, L: tl.constexpr, X: tl.constexpr, ORD: tl.constexpr):
 def packed(bits: tuple[int, ...]) -> int:
     """The ORD constexpr of `tree` for these bits (0: no order, the caller sums with tl.sum)."""
     return sum((b + 1) << (3 * i) for i, b in enumerate(levels(bits)) if b >= 0)
+
+
+def perm(bits: tuple[int, ...]) -> int:
+    """bits packed three bits each, the first combined lowest: the visiting order of a kernel that adds
+    lanes one by one (engine.kernels.dp4a_mma: visit t is lane sum(bit i of t << bits[i]))."""
+    return sum(b << (3 * i) for i, b in enumerate(bits))

@@ -211,8 +211,8 @@ FAULTS = [
           ["tests/engine/test_dp4a_mma.py::test_the_lane_tree_is_the_gpus_butterfly"]),
     # its Q4_K minimums taken from the other sub-block
     Fault("dmma-q4k-mins-swapped", "engine/kernels/dp4a_mma.py",
-          "            mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)",
-          "            mn_lo = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)",
+          "        mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)",
+          "        mn_lo = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)",
           [GK + "test_packed_block_decode_tile_is_row_invariant_and_right[Q4_K-dp4a+mma]"]),
 ]
 

@@ -226,7 +226,7 @@ def main() -> int:
     ap.add_argument("--sweep-bf16", action="store_true", help="also time the bf16 kernel at 528 and 1056 programs with 4 and 2 codes per asm call")
     ap.add_argument("--sweep-rb", action="store_true", help="also time the decode kernel at 1, 2, 4 and 8 x rows per pass")
     ap.add_argument("--sweep-dmma", action="store_true", help="also time the int8 kernel's tensor-core twin "
-                    "(engine.kernels.dp4a_mma) at 16 / 32 weight rows a program and 4 / 8 warps")
+                    "(engine.kernels.dp4a_mma) at some weight rows a program and warps")
     ap.add_argument("--sweep-xs", action="store_true", help="also time the decode kernel with 1 and 2 weight rows per x load")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
     ap.add_argument("--json")
@@ -260,7 +260,7 @@ def main() -> int:
     if args.sweep_xs:
         configs = [("xs", 1, 4), ("xs", 2, 4), ("xs", 2, 2)]
     if args.sweep_dmma:
-        configs = [("dmma", bn, w) for bn in (16, 32) for w in (4, 8)]
+        configs = [("dmma", bn, w) for bn, w in ((16, 4), (32, 8), (64, 8), (128, 8), (64, 4))]
     if args.sweep_rb:
         configs = [("rb", 1), ("rb", 2), ("rb", 4), ("rb", 8)]
     rows = []
