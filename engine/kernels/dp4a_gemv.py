@@ -480,9 +480,9 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     words = w.codes.view(torch.int32)
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
-        w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes, EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0,
-        INTERP=INTERPRET, RB=rb, XS=xs, PF=pf, num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, **NO_FUSION,
-        **pdl.launch(x.device))
+        w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes,
+        EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, RB=rb, XS=xs, PF=pf,
+        num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, **NO_FUSION, **pdl.launch(x.device))
     return part, 1
 
 
