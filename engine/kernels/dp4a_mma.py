@@ -33,7 +33,8 @@ from engine.kernels.packed import Packed
 RT = 16                                             # x rows a tile: the MMA's N
 KINDS = frozenset({1, 2, 3, 4})
 # weight rows and warps a program (sm_90 SASS, triton 3.6: 64 rows on 4 warps spill 312 bytes a thread at
-# 255 registers; on 8 warps 207 registers, none)
+# 255 registers; on 8 warps 213 registers, none; its MMAs are Hopper wgmma, IGMMA 64x8x32 with x through
+# shared memory and a barrier each, and the Q4_K sub-block bytes single-byte loads: where to look first)
 BN = int(os.environ.get("STRATA_DMMA_BN", "64"))
 WARPS = int(os.environ.get("STRATA_DMMA_WARPS", "8"))
 # decode tiles of two or more rows run here (STRATA_DP4A_MMA=1), a 1-row tile on the int8 kernel. Off
