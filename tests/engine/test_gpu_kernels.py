@@ -143,7 +143,7 @@ def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
 
 
 @pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
-                                          ("Q4_K", "dp4a"), ("Q4_1", "dp4a+mma"), ("Q4_K", "dp4a+mma")])
+                                          ("Q4_K", "dp4a"), ("Q4_K", "dp4a+mma")])
 def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, monkeypatch, qtype, kernel):
     """The GPU stage's layout: repacked weights, decode tiles through either decode kernel; a row does not
     depend on the other rows, their count or (except under the interpreter's tl.dot) its place. dp4a+mma:
