@@ -133,20 +133,33 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
         phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, x3, phi, INTERP), axis=3)
+    elif KIND == 1 or KIND >= 5:
+        plo = _dp4a(ca, x0, zero, INTERP)
+        plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
+        phi = plo
+    else:
+        plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
+        plo = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
+        phi = plo
+    return scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND)
+
+
+@triton.jit
+def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr):
+    """acc + a unit's exact integer sums (plo, and phi for Q4_K's high sub-block) scaled by the weight's
+    and x's block scales: the float arithmetic of a unit, the one every int8 decode kernel spells
+    (engine.kernels.dp4a_mma computes the same integers on tensor cores and calls this too)."""
+    if KIND == 4:
         t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
         acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
-    elif KIND == 1 or KIND >= 5:
-        p = _dp4a(ca, x0, zero, INTERP)
-        p = _dp4a(cb, x1, p, INTERP)
-        p = tl.sum(p, axis=3).to(tl.float32)
-        acc = tl.fma(dd, d0 * p, acc)
     else:
-        p = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
-        p = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, x1, p, INTERP), axis=3).to(tl.float32)
+        p = plo.to(tl.float32)
         if KIND == 2:
             acc = tl.fma(dd, tl.fma(-8.0, s0, d0 * p), acc)
-        else:
+        elif KIND == 3:
             acc = tl.fma(dmin, s0, tl.fma(dd, d0 * p, acc))
+        else:
+            acc = tl.fma(dd, d0 * p, acc)
     return acc
 
 

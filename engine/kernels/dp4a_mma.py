@@ -49,15 +49,18 @@ ROWS = os.environ.get("STRATA_DP4A_MMA", "0") == "1"
 
 @triton.jit
 def _unit(acc, u, U, K, NB, codes, scales, sub, xq, xds, nw, rx, xrow_ok, KIND: tl.constexpr, BN: tl.constexpr):
-    """acc [BN, RT] + unit u's share (zeros past U): the int8 kernel's integer sums by one int8 MMA, then
-    its FMAs (engine.kernels.dp4a_gemv._dot_unit) elementwise."""
+    """acc [BN, RT] + unit u's share (zeros past U): the int8 kernel's integer sums by int8 MMA, then its
+    scaling (dp4a_gemv.scale_unit) elementwise, on the scales it loads for the unit."""
     u = u + tl.zeros((1, 1), dtype=tl.int32)           # [1, 1]: the unit as a tensor (masks, offsets)
     uok = u < U
     xok = xrow_ok & uok                                # [1, RT]
     j32 = tl.arange(0, 32)
     jw = j32[None, :]                                  # [1, 32]
     jx = j32[:, None]                                  # [32, 1]
-    if KIND == 4:
+    dmin = tl.zeros((BN, 1), dtype=tl.float32)         # the scales a type lacks (scale_unit ignores them)
+    sc_lo = tl.zeros((BN, 1), dtype=tl.int32)
+    sc_hi, mn_lo, mn_hi = sc_lo, dmin, dmin
+    if KIND == 4:                                      # 32 bytes: low nibbles values 0..31, high 32..63
         cw = tl.load(codes + nw * (K // 2) + u * 32 + jw, mask=uok, other=0)
         xb = xq + rx * K + u * 64 + jx
         plo = tl.dot((cw & 15).to(tl.int8), tl.load(xb, mask=xok, other=0), out_dtype=tl.int32)
@@ -71,35 +74,31 @@ def _unit(acc, u, U, K, NB, codes, scales, sub, xq, xds, nw, rx, xrow_ok, KIND: 
         mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)
         mn_hi = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)
         dp = xds + (rx * NB + 2 * u) * 2
-        d0 = tl.load(dp, mask=xok, other=0.0)
-        s0 = tl.load(dp + 1, mask=xok, other=0.0)
         d1 = tl.load(dp + 2, mask=xok, other=0.0)
         s1 = tl.load(dp + 3, mask=xok, other=0.0)
-        t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
-        acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
     else:
-        if KIND == 1:
+        if KIND == 1:                                  # 32 int8 codes, values in order
             w = tl.load(codes + nw * K + u * 32 + jw, mask=uok, other=0)
             xv = tl.load(xq + rx * K + u * 32 + jx, mask=xok, other=0)
-        else:
+        else:                                          # 16 bytes: values 0..15 low nibbles, 16..31 high
             cw = tl.load(codes + nw * (K // 2) + u * 16 + tl.arange(0, 16)[None, :], mask=uok, other=0)
             w = tl.reshape(tl.join((cw & 15).to(tl.int8), (cw >> 4).to(tl.int8)), (BN, 32))
+            # the joined tile's column k holds value k // 2 + 16 * (k % 2)
             xv = tl.load(xq + rx * K + u * 32 + (jx // 2 + 16 * (jx % 2)), mask=xok, other=0)
-        p = tl.dot(w, xv, out_dtype=tl.int32).to(tl.float32)
+        plo = tl.dot(w, xv, out_dtype=tl.int32)
+        phi = plo
         dp = xds + (rx * NB + u) * 2
-        d0 = tl.load(dp, mask=xok, other=0.0)
-        if KIND == 1:
-            dd = tl.load(scales + nw * NB + u, mask=uok, other=0.0).to(tl.float32)
-            acc = tl.fma(dd, d0 * p, acc)
-        elif KIND == 2:
-            dd = tl.load(scales + nw * NB + u, mask=uok, other=0.0).to(tl.float32)
-            acc = tl.fma(dd, tl.fma(-8.0, tl.load(dp + 1, mask=xok, other=0.0), d0 * p), acc)
-        else:
+        if KIND == 3:
             sp = scales + (nw * NB + u) * 2
             dd = tl.load(sp, mask=uok, other=0.0).to(tl.float32)
             dmin = tl.load(sp + 1, mask=uok, other=0.0).to(tl.float32)
-            acc = tl.fma(dmin, tl.load(dp + 1, mask=xok, other=0.0), tl.fma(dd, d0 * p, acc))
-    return acc
+        else:
+            dd = tl.load(scales + nw * NB + u, mask=uok, other=0.0).to(tl.float32)
+        d1 = tl.zeros((1, 1), dtype=tl.float32)
+        s1 = d1
+    d0 = tl.load(dp, mask=xok, other=0.0)
+    s0 = tl.load(dp + 1, mask=xok, other=0.0)
+    return dp4a_gemv.scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND)
 
 
 @triton.jit

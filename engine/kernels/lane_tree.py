@@ -70,7 +70,7 @@ def tree(v, L: tl.constexpr, X: tl.constexpr, ORD: tl.constexpr):
 
 def packed(bits: tuple[int, ...]) -> int:
     """The ORD constexpr of `tree` for these bits (0: no order, the caller sums with tl.sum)."""
-    return sum((b + 1) << (3 * i) for i, b in enumerate(levels(bits)) if b >= 0)
+    return perm(tuple(b + 1 for b in levels(bits) if b >= 0))
 
 
 def perm(bits: tuple[int, ...]) -> int:

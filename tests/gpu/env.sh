@@ -36,3 +36,18 @@ l8b_and_smol() {   # the two shapes most scripts bench: $M/l8b.gguf (llama-3-8b 
   $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
   $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
 }
+exact_layouts() {   # batch-tests of the layouts that cross streams, stages and graphs (8B and SmolLM2 made first)
+  local ngpu dev2 bt="timeout 150 $S batch-test --max-tokens 24"
+  ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+  dev2=cuda:0,cuda:1; [ "$ngpu" -ge 2 ] || dev2=cuda:0,cuda:0
+  $S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf >/dev/null
+  $S make-model --arch qwen3moe --shape small --mtp 1 --qtype Q4_K --out $M/moe.gguf >/dev/null
+  check "batch-test 8b $dev2 split 12, 2 groups, sampled" $bt --model $M/l8b.gguf --devices $dev2 --layer-split 12 \
+    --parallel 4 --batch-groups 2 --temperature 0.8 --seed 7
+  check "batch-test counting $dev2 piped 3" $bt --model $M/count.gguf --devices $dev2 --parallel 4 --batch-groups 2 \
+    --piped-mtp 3
+  check "batch-test moe spec 3 sampled" $bt --model $M/moe.gguf --devices cuda:0 --parallel 4 --draft mtp --spec 3 \
+    --temperature 0.8 --seed 3
+  check "batch-test smol sampled 3 slots" $bt --model $M/smol.gguf --devices cuda:0 --parallel 3 --temperature 0.8 \
+    --seed 2
+}

@@ -7,21 +7,11 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-DEV2=cuda:0,cuda:1; [ "$NGPU" -ge 2 ] || DEV2=cuda:0,cuda:0
 l8b_and_smol
-$S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf >/dev/null
-$S make-model --arch qwen3moe --shape small --mtp 1 --qtype Q4_K --out $M/moe.gguf >/dev/null
 $S make-model --arch llama --shape llama-3-8b --mtp 1 --qtype Q4_K --out $M/l8m.gguf >/dev/null
-BT="timeout 150 $S batch-test --max-tokens 24"
-check "batch-test 8b $DEV2 split 12, 2 groups, sampled" $BT --model $M/l8b.gguf --devices $DEV2 --layer-split 12 \
-  --parallel 4 --batch-groups 2 --temperature 0.8 --seed 7
-check "batch-test counting $DEV2 piped 3" $BT --model $M/count.gguf --devices $DEV2 --parallel 4 --batch-groups 2 \
-  --piped-mtp 3
-check "batch-test 8b+mtp spec 4 greedy" $BT --model $M/l8m.gguf --devices cuda:0 --parallel 3 --draft mtp --spec 4
-check "batch-test moe spec 3 sampled" $BT --model $M/moe.gguf --devices cuda:0 --parallel 4 --draft mtp --spec 3 \
-  --temperature 0.8 --seed 3
-check "batch-test smol sampled 3 slots" $BT --model $M/smol.gguf --devices cuda:0 --parallel 3 --temperature 0.8 --seed 2
+exact_layouts
+check "batch-test 8b+mtp spec 4 greedy" timeout 150 $S batch-test --max-tokens 24 --model $M/l8m.gguf --devices cuda:0 \
+  --parallel 3 --draft mtp --spec 4
 B="--prompt-tokens 512 --max-tokens 128 --ctx 2048 --devices cuda:0 --streams 1,8 --parallel 8"
 check "bench smol 1,8" timeout 80 $S bench --model $M/smol.gguf $B
 check "bench 8b 1,8" timeout 120 $S bench --model $M/l8b.gguf $B

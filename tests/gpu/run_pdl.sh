@@ -8,21 +8,11 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-DEV2=cuda:0,cuda:1; [ "$NGPU" -ge 2 ] || DEV2=cuda:0,cuda:0
 check "kernel tests under CUDA" timeout 300 python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_gpu_kernels.py \
   tests/engine/test_attention_kernel.py tests/engine/test_dp4a_gemv.py tests/engine/test_moe_gemv.py
 l8b_and_smol
-$S make-model --arch llama --shape small --mtp 1 --weights counting --out $M/count.gguf >/dev/null
-$S make-model --arch qwen3moe --shape small --mtp 1 --qtype Q4_K --out $M/moe.gguf >/dev/null
+exact_layouts
 BT="timeout 150 $S batch-test --max-tokens 24"
-check "batch-test 8b $DEV2 split 12, 2 groups, sampled" $BT --model $M/l8b.gguf --devices $DEV2 --layer-split 12 \
-  --parallel 4 --batch-groups 2 --temperature 0.8 --seed 7
-check "batch-test counting $DEV2 piped 3" $BT --model $M/count.gguf --devices $DEV2 --parallel 4 --batch-groups 2 \
-  --piped-mtp 3
-check "batch-test moe spec 3 sampled" $BT --model $M/moe.gguf --devices cuda:0 --parallel 4 --draft mtp --spec 3 \
-  --temperature 0.8 --seed 3
-check "batch-test smol sampled 3 slots" $BT --model $M/smol.gguf --devices cuda:0 --parallel 3 --temperature 0.8 --seed 2
 check "batch-test 8b sampled 4 slots" $BT --model $M/l8b.gguf --devices cuda:0 --parallel 4 --temperature 0.8 --seed 4
 for m in smol l8b; do
   for p in 0 1; do
