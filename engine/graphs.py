@@ -43,32 +43,51 @@ def rows_at(t: torch.Tensor, index: list[int]) -> torch.Tensor:
     return t[a:a + len(index)] if a is not None else t[on_device(index, t.device)]
 
 
+def put_rows(t: torch.Tensor, at: list[int], values: torch.Tensor) -> None:
+    """t[at] = values (a list of row numbers): a slice copy where they are consecutive, else a scatter."""
+    a = first_of_run(at)
+    if a is not None:
+        t[a:a + len(at)].copy_(values, non_blocking=True)
+    elif at:
+        t[on_device(at, t.device)] = values
+
+
 class TileGraph:
     """One captured pass over an n-row tile. Inputs: x [n, n_embd] float32, token ids, slots, positions
     and the number of real rows (meta[2, 0]); `forward(x, tok, slot, pos, n_real)` returns the tensors the
-    graph leaves in its own buffers (read them before the next replay)."""
+    graph leaves in its own buffers (read them before the next replay). embed (a first stage's token ids ->
+    x rows): a replay given token ids and no x embeds them inside the graph (meta[4, 0] says which)."""
 
-    def __init__(self, forward, n_rows: int, n_embd: int, scratch_slot: int, device: torch.device):
+    def __init__(self, forward, n_rows: int, n_embd: int, scratch_slot: int, device: torch.device,
+                 embed=None):
         self.x = torch.zeros((n_rows, n_embd), dtype=torch.float32, device=device)
-        # slots, positions, (in [2, 0]) the number of real rows, token ids: one copy per replay
-        self.meta = torch.zeros((4, n_rows), dtype=torch.long, device=device)
+        # slots, positions, (in [2, 0]) the number of real rows, token ids, (in [4, 0]) x from the token
+        # ids: one copy per replay
+        self.meta = torch.zeros((5, n_rows), dtype=torch.long, device=device)
         self.meta[0] = scratch_slot
         self.meta[2, 0] = n_rows
         self.slot, self.pos, self.n_real, self.tok = self.meta[0], self.meta[1], self.meta[2, :1], self.meta[3]
+        self.embed = embed
         self.outputs = self._capture(forward, device)
+
+    def _input(self) -> torch.Tensor:
+        """The pass's x rows: the x buffer, or with embed the token ids' rows where meta[4, 0] says so."""
+        if self.embed is None:
+            return self.x
+        return torch.where(self.meta[4, :1, None] != 0, self.embed(self.tok), self.x)
 
     def _capture(self, forward, device: torch.device) -> tuple:
         with torch.cuda.device(device):
             stream = torch.cuda.Stream(device)          # capture needs a side stream
             stream.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(stream):
-                forward(self.x, self.tok, self.slot, self.pos, self.n_real)   # warm-up: compiles kernels, makes lazy buffers
+                forward(self._input(), self.tok, self.slot, self.pos, self.n_real)   # warm-up: compiles kernels, makes lazy buffers
                 stream.synchronize()
                 self.graph = torch.cuda.CUDAGraph()
                 # thread-local mode: another thread's CUDA calls during a capture do not break it
                 self.graph.capture_begin(capture_error_mode="thread_local")
                 try:
-                    outputs = forward(self.x, self.tok, self.slot, self.pos, self.n_real)
+                    outputs = forward(self._input(), self.tok, self.slot, self.pos, self.n_real)
                 finally:
                     self.graph.capture_end()
             torch.cuda.current_stream(device).wait_stream(stream)
@@ -79,26 +98,29 @@ class TileGraph:
         return self.outputs
 
     def replay(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
-               tok: torch.Tensor | None = None) -> tuple:
+               tok: torch.Tensor | None = None, fed: tuple[list[int], torch.Tensor] | None = None) -> tuple:
         """Copy the inputs in and replay; returns the graph's own output buffers. slot and pos hold all
         the tile's rows (the caller pads them); x and tok may hold fewer rows (the others keep earlier
-        values, read only by padding rows) and may be device tensors (no host wait)."""
+        values, read only by padding rows) and may be device tensors (no host wait). x None (a graph
+        with embed): the rows are tok's embeddings, fed (rows, device token ids) put over tok's rows."""
         n = slot.shape[0]
         if x is not None:
             self.x[:x.shape[0]].copy_(x, non_blocking=True)
-        count = torch.zeros_like(slot)
-        count[0] = n_real
-        rows = [slot, pos, count]
-        if tok is not None and tok.device == slot.device:
-            rows.append(tok)
-        elif tok is not None:
+        count = torch.zeros((2, n), dtype=torch.long)
+        count[0, 0] = n_real
+        count[1, 0] = x is None
+        host_tok = tok is not None and tok.device == slot.device
+        rows = [slot, pos, count[0], tok if host_tok else count[1].new_zeros(n), count[1]]
+        self.meta[:, :n].copy_(staged(torch.stack(rows), self.meta.device), non_blocking=True)
+        if tok is not None and not host_tok:
             self.tok[:tok.shape[0]].copy_(tok, non_blocking=True)
-        self.meta[:len(rows), :n].copy_(staged(torch.stack(rows), self.meta.device), non_blocking=True)
+        if fed is not None:
+            put_rows(self.tok, *fed)
         return self._replay()
 
-    def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-            n_real: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def run(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
+            tok: torch.Tensor | None = None, fed=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A stage tile: (hidden out, the real rows' logits where the graph runs the head, else None),
         both copies: the next replay reuses the graph's buffers."""
-        out, logits = self.replay(x, slot, pos, n_real)
+        out, logits = self.replay(x, slot, pos, n_real, tok, fed)
         return out.clone(), (logits[:n_real].clone() if logits is not None else None)

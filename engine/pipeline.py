@@ -155,6 +155,23 @@ class BusyMeter:
         return max(0.0, min(1.0, busy / window))
 
 
+def fed_in(fed: tuple[list[int], torch.Tensor] | None, a: int, size: int):
+    """The part of fed (padded row numbers, device token ids) that lands in the tile [a, a + size), with
+    row numbers counted from a; None where none does."""
+    if fed is None:
+        return None
+    at, ids = fed
+    first = first_of_run(at)
+    if first is not None:               # consecutive rows: the overlap, a slice of ids
+        lo, hi = max(a, first), min(a + size, first + len(at))
+        return (list(range(lo - a, hi - a)), ids[lo - first:hi - first]) if lo < hi else None
+    inside = [i for i, p in enumerate(at) if a <= p < a + size]
+    if not inside:
+        return None
+    sel = ids[on_device(inside, ids.device)] if len(inside) < len(at) else ids
+    return [at[i] - a for i in inside], sel
+
+
 def chain_mode(stages: list[Stage]) -> bool:
     """Whether greedy decode windows chain on the device (STRATA_CHAIN=auto|1|0): one stage only; by
     default on a GPU, where it hides the host's part of every step behind the next window's kernels (on a
@@ -222,21 +239,17 @@ class Pipeline:
         if stream is not None:      # GPU busy time: events around this window's work on the stream
             marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             marks[0].record(stream)
-        if x is None:
-            tokens = rows.tokens
-            if rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
-                tokens = on_device(tokens, stage.device)
-                a = first_of_run(rows.index)
-                if a is not None:
-                    tokens[a:a + len(rows.index)] = rows.feed.picks
-                else:
-                    tokens[on_device(rows.index, stage.device)] = rows.feed.picks
-                rows.feed = None           # (windows would otherwise hold every earlier one of a chain)
-            x = stage.embed(tokens)
-        else:
+        fed = None
+        if x is None and rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
+            fed = (rows.index, rows.feed.picks)
+            rows.feed = None               # (windows would otherwise hold every earlier one of a chain)
+        elif x is not None:
             x = x.to(stage.device, non_blocking=True)
         with torch.inference_mode():
-            outs = [stage.forward_logits(x[a:a + size], tile) for a, size, tile in rows.tiles()]
+            # the first stage embeds each tile's token ids itself (inside the tile's graph where it has one)
+            outs = [stage.forward_logits(x[a:a + size], tile) if x is not None else
+                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size))
+                    for a, size, tile in rows.tiles()]
             y = torch.cat([o[0] for o in outs]) if len(outs) > 1 else outs[0][0]
             # logits the graphs already made (last stage, decode tiles), by tile start
             made = {a: o[1] for (a, _, _), o in zip(rows.bounds, outs) if o[1] is not None}

@@ -9,10 +9,16 @@ import torch
 from engine import gdn
 from engine.block import Tile, device_experts, row_count_free, run_blocks
 from engine.config import ModelConfig
-from engine.graphs import TileGraph, on_device
+from engine.graphs import TileGraph, on_device, put_rows
 from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.quant import QuantTensor
 from engine.weights import DeltaNetWeights, WeightLoader
+
+
+# a first stage's tile graphs embed the token ids themselves (STRATA_GRAPH_EMBED=0: a gather before each
+# replay and a copy into the graph's x, as before; the same bits): a window's host part loses the ids'
+# upload, the fed picks' scatter, the gather and the copy
+GRAPH_EMBED = os.environ.get("STRATA_GRAPH_EMBED", "1") != "0"
 
 
 class Stage:
@@ -79,8 +85,14 @@ class Stage:
     def kv_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embedding.rows(on_device(tokens, self.device)).float()      # the residual stream stays float32
+    def embed(self, tokens: torch.Tensor, fed: tuple[list[int], torch.Tensor] | None = None) -> torch.Tensor:
+        """The residual stream's rows for token ids (float32). fed: (rows, device token ids) that replace
+        those rows' ids (a chained window's picks, never on the host)."""
+        ids = on_device(tokens, self.device)
+        if fed is not None:
+            ids = ids.clone() if ids is tokens else ids       # (the caller's ids stay as they are)
+            put_rows(ids, *fed)
+        x = self.embedding.rows(ids).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
     def graphed(self, n_rows: int) -> bool:
@@ -104,19 +116,26 @@ class Stage:
                 h = self._forward(gx, tile)
                 return (h, self.logits(h, gn)) if head else (h, None)
             with torch.inference_mode():
-                self._graphs[n_rows] = TileGraph(body, n_rows, self.cfg.n_embd, self.scratch_slot, self.device)
+                self._graphs[n_rows] = TileGraph(body, n_rows, self.cfg.n_embd, self.scratch_slot, self.device,
+                                                 embed=self.embed if self.embedding is not None and GRAPH_EMBED else None)
 
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         return self.forward_logits(x, tile)[0]
 
-    def forward_logits(self, x: torch.Tensor, tile: Tile) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(hidden out, float32 logits of the tile's real rows where its graph runs the head, else None)."""
-        x = x.to(self.device)
-        n = x.shape[0]
+    def forward_logits(self, x: torch.Tensor | None, tile: Tile, tok: torch.Tensor | None = None,
+                       fed=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(hidden out, float32 logits of the tile's real rows where its graph runs the head, else None).
+        x None (the first stage): the tile's token ids tok (fed: (rows, device ids) over some of them)
+        are embedded here, inside the tile's graph where it has one."""
+        n = x.shape[0] if x is not None else tok.shape[0]
         if self.graphed(n):
             if n not in self._graphs:
                 raise RuntimeError(f"stage {self.index} has no graph for {n}-row tiles (captured: {sorted(self._graphs)})")
-            return self._graphs[n].run(x, tile.slot, tile.pos, tile.n_real)
+            g = self._graphs[n]
+            if x is None and g.embed is None:        # (STRATA_GRAPH_EMBED=0: embedded before the graph)
+                x, tok, fed = self.embed(tok, fed), None, None
+            return g.run(x, tile.slot, tile.pos, tile.n_real, tok, fed)
+        x = self.embed(tok, fed) if x is None else x.to(self.device)
         return self._forward(x, Tile(on_device(tile.slot, self.device), on_device(tile.pos, self.device), tile.n_real,
                                      per_row=tile.per_row)), None
 

@@ -436,7 +436,8 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # 347 tok/s at 1, 261 at 4; eight streams 722 at 1, 1136 at 4). A row's bits are the same at any
 # setting: each row of a pass runs the same code into its own accumulator. 8 (2026-12-02, H200): gate|up
 # alone at 8 / 16 rows 69 -> 57 / 134 -> 113 us, but end to end slower (8B shape, 2 / 8 streams 655 ->
-# 503 / 1,376 -> 1,343 tok/s), so 4 stays.
+# 503 / 1,376 -> 1,343 tok/s), so 4 stays. 8 for tiles of 8+ rows only (4 below) was no better either
+# (2026-12-02, H200, tests/gpu/run_embed_rb.sh: eight 8B streams 1,342 at 4, 1,319 so; window 5.96 / 6.06 ms).
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 # weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of

@@ -27,9 +27,9 @@ def run_window(lm) -> list[tuple[str, int]]:
     seen = []
     real = Stage.forward_logits
 
-    def spy(self, x, tile):
+    def spy(self, x, tile, *tok_fed):
         seen.append((threading.current_thread().name, torch.get_num_threads()))
-        return real(self, x, tile)
+        return real(self, x, tile, *tok_fed)
 
     Stage.forward_logits = spy
     try:

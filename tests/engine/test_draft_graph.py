@@ -11,18 +11,9 @@ from app.local_engine import local_client
 from app.run_requests import run_together
 from engine import draft_graph
 from engine.drafts import MtpDrafter
-from engine.graphs import TileGraph
 from engine.loader import TILE_SIZES
 from engine.messages import AddRequest, EngineConfig, SamplingParams
-
-
-class EagerGraph(TileGraph):
-    def _capture(self, forward, device):
-        self._forward = forward
-        return forward(self.x, self.tok, self.slot, self.pos, self.n_real)
-
-    def _replay(self):
-        return self._forward(self.x, self.tok, self.slot, self.pos, self.n_real)
+from tests.engine.eager_graph import EagerGraph
 
 
 def outcome(model: str, layout: dict, n: int, graphs: bool, monkeypatch) -> dict:

@@ -87,8 +87,8 @@ def test_batch_test_reports_logits_that_differ_with_the_same_tokens(capsys, synt
 
     real = Stage.forward_logits
 
-    def nudged(self, x, tile):   # rows of several slots in one tile: the batched run only
-        y, logits = real(self, x, tile)
+    def nudged(self, x, tile, *tok_fed):   # rows of several slots in one tile: the batched run only
+        y, logits = real(self, x, tile, *tok_fed)
         return (y + 1e-5 if len(set(tile.slot[:tile.n_real].tolist())) > 1 else y), logits
 
     monkeypatch.setattr(Stage, "forward_logits", nudged)
