@@ -99,8 +99,8 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 
 @triton.jit
 def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
-    """One x row's share of a unit step: its int8 words (four 16-byte vectors for Q4_K's 64 values, two
-    for the 32-value types) and its block scales (d, d * sum(q)) at the lanes' full shape."""
+    """One x row's share of a unit step: its int8 words (four 16-byte vectors for the 64 values of Q4_K
+    and IQ4_XS, two for the 32-value types) and its block scales (d, d * sum(q)) at the lanes' full shape."""
     x0 = tl.load(xp, mask=ok, other=0)
     x1 = tl.load(xp + 4, mask=ok, other=0)
     x2 = x0
@@ -113,6 +113,11 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
         s0 = tl.load(dp + 1, mask=ok3, other=0.0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = tl.load(dp + 3, mask=ok3, other=0.0)
+    elif KIND == 6:                     # (no minimums: the sums of q unused)
+        x2 = tl.load(xp + 8, mask=ok, other=0)
+        x3 = tl.load(xp + 12, mask=ok, other=0)
+        d1 = tl.load(dp + 2, mask=ok3, other=0.0)
+        s1 = s0
     else:
         if KIND == 2 or KIND == 3:
             s0 = tl.load(dp + 1, mask=ok3, other=0.0)
@@ -125,15 +130,21 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
 def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi,
               KIND: tl.constexpr, INTERP: tl.constexpr):
     """acc + one x row's share (_x_unit) of one weight unit (_w_unit). Q4_K: 64 nibbles, low ones
-    sub-block 2g, high ones 2g + 1; Q8_0 (and IQ4's looked-up values): 32 int8 codes in two 16-byte
-    halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high."""
+    sub-block 2g, high ones 2g + 1; IQ4_XS: two 32-value runs' looked-up values (ca, cb: run 2g's values
+    0..15 and 16..31; mn_lo, mn_hi: run 2g + 1's); Q8_0 (and IQ4_NL's looked-up values): 32 int8 codes in
+    two 16-byte halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high."""
     zero = tl.zeros_like(ca)
     if KIND == 4:
         plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
         phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, x3, phi, INTERP), axis=3)
-    elif KIND == 1 or KIND >= 5:
+    elif KIND == 6:
+        plo = _dp4a(ca, x0, zero, INTERP)
+        plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
+        phi = _dp4a(mn_lo, x2, zero, INTERP)
+        phi = tl.sum(_dp4a(mn_hi, x3, phi, INTERP), axis=3)
+    elif KIND == 1 or KIND == 5:
         plo = _dp4a(ca, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
         phi = plo
@@ -152,6 +163,9 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
     if KIND == 4:
         t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
         acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
+    elif KIND == 6:                 # two runs, each its 6-bit scale (- 32) under the 256 values' d
+        t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
+        acc = tl.fma(dd, t, acc)
     else:
         p = plo.to(tl.float32)
         if KIND == 2:
@@ -168,7 +182,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     """Pointers of weight rows n3's first units (lanes u3): codes [.., 4] (one 16-byte vector a lane),
     scales, and sub-block bytes (Q4_K) or Q6-style run scales (IQ4_XS)."""
     j = tl.arange(0, 4)[None, None, None, :]
-    if KIND == 4:
+    if KIND == 4 or KIND == 6:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
     elif KIND == 1:
@@ -186,9 +200,9 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
         gp = sub + sb * 16 + 2 * (u3 % 4)
     elif KIND == 3:
         sp = scales + (n3 * NB + u3) * 2
-    elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32
-        sp = scales + n3 * (K // 256) + u3 // 8
-        gp = sub + n3 * NB + u3
+    elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
+        sp = scales + n3 * (K // 256) + u3 // 4
+        gp = sub + n3 * NB + 2 * u3
     else:
         sp = scales + n3 * NB + u3
     return cp, sp, gp
@@ -197,7 +211,8 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
 @triton.jit
 def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
     """One unit step's weights at the lanes: codes (ca, cb: 16-byte vectors), d, dmin or m, and Q4_K's
-    sub-block scales and minimums."""
+    sub-block scales and minimums. IQ4_XS (two runs: their scales in sc_lo, sc_hi) has no minimums:
+    mn_lo and mn_hi carry its second run's looked-up values (the lookup once per step, not per x row)."""
     ca = tl.load(cp, mask=wok, other=0)
     cb = ca
     dmin = tl.zeros(wok3.shape, dtype=tl.float32)
@@ -216,12 +231,19 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
         mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
         mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
-    elif KIND >= 5:                 # IQ4: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+    elif KIND == 6:                 # IQ4_XS: 2 x 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        mn_lo = kvalues4(cb & 0x0F0F0F0F, INTERP)
+        mn_hi = kvalues4((cb >> 4) & 0x0F0F0F0F, INTERP)
         cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
         ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-        if KIND == 6:
-            dd = dd * tl.load(gp, mask=wok3, other=0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
+        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+    elif KIND == 5:                 # IQ4_NL: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+        cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
+        ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
     else:
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         if KIND == 3:
@@ -265,17 +287,18 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
           XS: tl.constexpr, PF: tl.constexpr = False, ORD: tl.constexpr = 0):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
-    A thread's unit is the run of codes that one set of scales covers: Q4_K 32 bytes (one 64-value
-    group: two sub-blocks, low and high nibbles), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one
-    block; IQ4_NL / IQ4_XS 16 bytes, one 32-value run, its codes turned into their int8 values once for
-    the pass's rows). L lanes walk a weight row's units in steps of L. Each step loads the weights
+    A thread's unit: Q4_K 32 bytes (one 64-value group: two sub-blocks, low and high nibbles), IQ4_XS 32
+    bytes (two 32-value runs), Q4_0 / Q4_1 16 bytes (one block), Q8_0 32 bytes (one block), IQ4_NL 16
+    bytes (one block); IQ4 codes turned into their int8 values once for the pass's rows. L lanes walk a
+    weight row's units in steps of L. Each step loads the weights
     once and gives them to the pass's RB rows (1, 2, 4 or 8) one after another, each row by the same code
     into its own accumulator, so a row's bits depend neither on its pass nor on the rows beside it.
     XS == 2: a thread holds two weight rows (n_raw and n_raw + BN) and each x load serves both (x is
     read from L1 once per two weight rows); each weight row runs the same code as with XS == 1.
     PF: each step loads the next step's weight units before its rows' dot products (two sets of weight
     registers), so the next loads are in flight while this step computes; the same arithmetic."""
-    if KIND == 4:
+    WIDE: tl.constexpr = KIND == 4 or KIND == 6      # 64-value units
+    if WIDE:
         U = K // 64                     # units per weight row
     else:
         U = K // 32
@@ -290,7 +313,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     if XS == 2:
         cp_b, sp_b, gp_b = _w_ptrs(tl.minimum(n_raw + BN, N - 1)[None, :, None] + full, u3, codes, scales, sub, K,
                                    KIND)
-    if KIND == 4:
+    if WIDE:
         xp = xq + (r3 * (K // 4) + u3 * 16)[:, :, :, None] + j
         dp = xds + (r3 * NB + 2 * u3) * 2
     else:
@@ -301,9 +324,11 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     e0, e1, e2, e3, f0, f1, f2, f3 = a0, a0, a0, a0, a0, a0, a0, a0   # rows 4..7 (RB == 8)
     if KIND == 4:
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 4 * L, 16 * L, 4 * L
+    elif KIND == 6:
+        step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, 2 * L, 16 * L, 4 * L
     else:
         step_w = (8 if KIND == 1 else 4) * L
-        step_s = 2 * L if KIND == 3 else (L // 8 if KIND == 6 else L)
+        step_s = 2 * L if KIND == 3 else L
         step_g, step_x, step_d = L, 8 * L, 2 * L
     if EVEN:
         wok3 = full == 0
@@ -466,10 +491,15 @@ def shared_x(n: int, bn: int, lanes: int) -> int:
     return 2 if lanes == 32 and triton.cdiv(n, 2 * bn) >= XS_MIN_PROGRAMS else 1
 
 
+def unit_values(kind: int) -> int:
+    """Values of a weight row a thread's unit step covers: 64 for Q4_K and IQ4_XS, else 32."""
+    return 64 if kind in (4, 6) else 32
+
+
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
     """(BN, L): weight rows per program and lanes per weight row; a function of the shape only. L is
     the power of two in 8..32 that wastes fewest lanes on the row's units (more lanes on a tie)."""
-    u = k // 64 if kind == 4 else k // 32
+    u = k // unit_values(kind)
     lanes = min((8, 16, 32), key=lambda l: (triton.cdiv(u, l) * l - u, -l))
     return nr * (32 // lanes) * warps, lanes
 
@@ -495,7 +525,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     _dp4a_kernel[(triton.cdiv(w.n, bn * xs),)](
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes,
-        EVEN=(w.k // (64 if w.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, RB=rb, XS=xs, PF=pf,
+        EVEN=(w.k // unit_values(w.kind)) % lanes == 0, INTERP=INTERPRET, RB=rb, XS=xs, PF=pf,
         num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, **NO_FUSION, **pdl.launch(x.device))
     return part, 1
 

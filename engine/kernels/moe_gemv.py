@@ -212,7 +212,7 @@ def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int,
     return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
-        EVEN=(k // (64 if a.kind == 4 else 32)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION,
+        EVEN=(k // dp4a_gemv.unit_values(a.kind)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION,
         **pdl.launch(part.device))
 
 

@@ -66,13 +66,16 @@ def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt):
     row_7_everywhere(lambda r: sm.linear(r, p), x, y, [(16, 7), (9, 2), (1, 0), (16, 15)])
 
 
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.IQ4_XS], ids=lambda t: t.name)
 @pytest.mark.parametrize("k", [4096, 512])
-def test_decode_kernel_lanes_and_steps(dg, k):
-    """The plan takes the weight's shape only; a full-width row walks K in even steps."""
-    bn, lanes = dg.plan(4, 6144, k)
+def test_decode_kernel_lanes_and_steps(dg, k, qt):
+    """The plan takes the weight's shape only; a full-width row walks K in even steps (Q4_K and IQ4_XS:
+    64 values a unit step, at 4096 two steps of 32 lanes)."""
+    p = pack(blocks(qt, 8, k, 7).to(DEV), qt, k)
+    assert dg.unit_values(p.kind) == 64
+    bn, lanes = dg.plan(p.kind, 6144, k)
     assert lanes in (8, 16, 32) and bn % (32 // lanes) == 0
-    assert dg.plan(4, 6144, k) == dg.plan(4, 6144, k, dg.WARPS, dg.ROWS_PER_THREAD)
-    p = pack(blocks(QT.Q4_K, 8, k, 7).to(DEV), QT.Q4_K, k)
+    assert dg.plan(p.kind, 6144, k) == dg.plan(p.kind, 6144, k, dg.WARPS, dg.ROWS_PER_THREAD)
     x = torch.randn(2, k, generator=torch.Generator().manual_seed(8)).to(DEV)
     part, s = dg.matmul_parts(x, p, torch.tensor([2], device=DEV))
     assert s == 1 and part.shape == (1, 2, 8)

@@ -89,6 +89,12 @@ FAULTS = [
           "acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))",
           "acc = tl.fma(dd, t, acc)",
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
+    # IQ4_XS in 64-value units: its second run read with the first run's scale
+    Fault("dp4a-iq4xs-runs-share-a-scale", "engine/kernels/dp4a_gemv.py",
+          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 5:",
+          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 5:",
+          [DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_XS]",
+           DG + "test_decode_kernel_lanes_and_steps[4096-IQ4_XS]"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
           "    ok3 = wok3 & (r3 + i < M)", "    ok3 = wok3 & (r3 + i < M - 1)",
           [DG + "test_decode_kernel_is_right_and_row_invariant",
