@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels import lane_tree, pdl
-from engine.kernels.iq4 import kvalues4
+from engine.kernels.iq4 import kvalues8
 from engine.kernels.packed import Packed
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -211,8 +211,9 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
 @triton.jit
 def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
     """One unit step's weights at the lanes: codes (ca, cb: 16-byte vectors), d, dmin or m, and Q4_K's
-    sub-block scales and minimums. IQ4_XS (two runs: their scales in sc_lo, sc_hi) has no minimums:
-    mn_lo and mn_hi carry its second run's looked-up values (the lookup once per step, not per x row)."""
+    sub-block scales and minimums. IQ4_XS (two runs: their scales in sc_lo, sc_hi) has no minimums;
+    its codes and IQ4_NL's are looked up by `_w_values` when the step runs (a prefetched step holds
+    the codes, half the registers of their values)."""
     ca = tl.load(cp, mask=wok, other=0)
     cb = ca
     dmin = tl.zeros(wok3.shape, dtype=tl.float32)
@@ -231,24 +232,29 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
         mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
         mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
-    elif KIND == 6:                 # IQ4_XS: 2 x 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
+    elif KIND == 6:                 # IQ4_XS: 2 x 32 codes
         cb = tl.load(cp + 4, mask=wok, other=0)
-        mn_lo = kvalues4(cb & 0x0F0F0F0F, INTERP)
-        mn_hi = kvalues4((cb >> 4) & 0x0F0F0F0F, INTERP)
-        cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
-        ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
-    elif KIND == 5:                 # IQ4_NL: 32 codes -> their int8 values (low nibbles 0..15, high 16..31)
-        cb = kvalues4((ca >> 4) & 0x0F0F0F0F, INTERP)
-        ca = kvalues4(ca & 0x0F0F0F0F, INTERP)
-        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
     else:
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         if KIND == 3:
             dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
     return ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+
+
+@triton.jit
+def _w_values(ca, cb, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr):
+    """A step's IQ4 codes -> their int8 values (ca: values 0..15 of the first run, cb: 16..31; IQ4_XS's
+    second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; other kinds as
+    they are."""
+    if KIND == 6:
+        mn_lo, mn_hi = kvalues8(cb, INTERP)
+        ca, cb = kvalues8(ca, INTERP)
+    elif KIND == 5:
+        ca, cb = kvalues8(ca, INTERP)
+    return ca, cb, mn_lo, mn_hi
 
 
 @triton.jit
@@ -367,6 +373,12 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
             if XS == 2:
                 na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = _w_unit(
                     cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
+        # (the codes looked up after the next step's loads are issued)
+        ca, cb, mn_lo, mn_hi = _w_values(ca, cb, mn_lo, mn_hi, KIND, INTERP)
+        if XS == 2:
+            ca_b, cb_b, mn_lo_b, mn_hi_b = _w_values(ca_b, cb_b, mn_lo_b, mn_hi_b, KIND, INTERP)
+        else:
+            ca_b, cb_b, mn_lo_b, mn_hi_b = ca, cb, mn_lo, mn_hi
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
             a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
             mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)

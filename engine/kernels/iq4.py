@@ -1,14 +1,16 @@
 """IQ4_NL's 16 values (IQ4_NL and IQ4_XS codes index them) inside the Triton kernels.
 
 `kvalue(q)`: a code tensor -> its value (int32), by a tree of selects on the code's bits (the
-dequantizing kernels: engine.kernels.stream_matmul). `kvalues4(w)`: an int32 word of four codes, one
-per byte (0..15) -> the word of their four int8 values, for dp4a (engine.kernels.dp4a_gemv). On the GPU
-that is llama.cpp's table trick, three byte permutes (`prmt`) over the table in four registers. A `prmt`
-selector is four 4-bit fields in its low 16 bits (bit 3 of a field asks for sign fill), so the four byte
-codes are first packed into nibbles; then codes 0..7 come from the first two words, 8..15 from the last
-two (each by the code's low 3 bits), and each byte is picked by the code's bit 3. Under the Triton
-interpreter the same bytes come from `kvalue`; tests/engine/test_iq4_prmt.py checks the PTX steps
-against the table on every four-code word. Importing this module imports triton.
+dequantizing kernels: engine.kernels.stream_matmul). `kvalues8(w)`: an int32 word of eight codes in the
+repacked nibble order -> the two words of their int8 values, for dp4a (engine.kernels.dp4a_gemv). On the
+GPU that is llama.cpp's table trick, byte permutes (`prmt`) over the table in four registers. A `prmt`
+selector is four 4-bit fields in its low 16 bits (bit 3 of a field asks for sign fill); the repacked
+word's halves are such selectors as they stand: codes 0..7 come from the table's first two words,
+8..15 from the last two (each by the code's low 3 bits: the word masked once), and each byte is picked
+by the code's bit 3 (moved to bit 2 of a 0x3210 selector). Eleven instructions for eight values, where
+codes stored one per byte took 23. Under the Triton interpreter the same bytes come from `kvalue`;
+tests/engine/test_iq4_prmt.py checks the PTX steps against the table on every half word. Importing this
+module imports triton.
 """
 from __future__ import annotations
 
@@ -33,25 +35,31 @@ def kvalue(q):
 
 
 @triton.jit
-def kvalues4(w, INTERP: tl.constexpr):
-    """int32 words of four codes (one per byte) -> words of their four int8 values."""
+def kvalues8(w, INTERP: tl.constexpr):
+    """int32 words of eight codes in the repacked order (engine.kernels.packed.iq4_words: nibbles 0..3
+    the codes of one x word, nibbles 4..7 those of the x word 16 values on) -> the two words of their
+    int8 values, for dp4a."""
     if INTERP:
-        out = tl.zeros_like(w)
+        a = tl.zeros_like(w)
+        b = tl.zeros_like(w)
         for i in tl.static_range(4):
-            out = out | ((kvalue((w >> (8 * i)) & 15) & 0xFF) << (8 * i))
-        return out
+            a = a | ((kvalue((w >> (4 * i)) & 15) & 0xFF) << (8 * i))
+            b = b | ((kvalue((w >> (16 + 4 * i)) & 15) & 0xFF) << (8 * i))
+        return a, b
     else:
         return tl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1, t2, t3, s, c, lo, hi, m;\n"
+            "{ .reg .b32 t0, t1, t2, t3, c, m, ch, mh, lo, hi;\n"
             "mov.b32 t0, 0xBFAD9881; mov.b32 t1, 0xF6EADDCF; mov.b32 t2, 0x26190D01; mov.b32 t3, 0x71594535;\n"
-            "shr.b32 s, $1, 4;\n"
-            "or.b32 s, s, $1;\n"
-            "prmt.b32 s, s, s, 0x0020;\n"
-            "and.b32 c, s, 0x7777;\n"
+            "and.b32 c, $2, 0x77777777;\n"
+            "shr.b32 m, $2, 1;\n"
+            "and.b32 m, m, 0x44444444;\n"
+            "or.b32 m, m, 0x32103210;\n"
+            "shr.b32 ch, c, 16;\n"
+            "shr.b32 mh, m, 16;\n"
             "prmt.b32 lo, t0, t1, c;\n"
             "prmt.b32 hi, t2, t3, c;\n"
-            "and.b32 m, s, 0x8888;\n"
-            "shr.b32 m, m, 1;\n"
-            "or.b32 m, m, 0x3210;\n"
-            "prmt.b32 $0, lo, hi, m; }",
-            "=r,r", [w], dtype=tl.int32, is_pure=True, pack=1)
+            "prmt.b32 $0, lo, hi, m;\n"
+            "prmt.b32 lo, t0, t1, ch;\n"
+            "prmt.b32 hi, t2, t3, ch;\n"
+            "prmt.b32 $1, lo, hi, mh; }",
+            "=r,=r,r", [w], dtype=(tl.int32, tl.int32), is_pure=True, pack=1)

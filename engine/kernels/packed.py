@@ -3,7 +3,8 @@
 A GGUF row interleaves small headers (f16 scales, packed 6-bit scales) with its codes, so a kernel
 that walks it issues byte loads at odd strides. Repacked, every weight row is
 
-    codes   uint8 [N, K/2] (4-bit types: GGUF's own nibble order) or int8 [N, K] (Q8_0), contiguous
+    codes   uint8 [N, K/2] (4-bit types: GGUF's own nibble order, IQ4 types: `iq4_words`'s) or int8
+            [N, K] (Q8_0), contiguous
             along K, so a 256-value chunk of a row is one aligned run of 128 (or 256) bytes;
     scales  float16 [N, K/32] (Q4_0, Q8_0: d), [N, K/32, 2] (Q4_1: d, m) or [N, K/256, 2]
             (Q4_K: d, dmin), compact and aligned;
@@ -11,9 +12,11 @@ that walks it issues byte loads at odd strides. Repacked, every weight row is
             unpacked from their 12-byte field; int8 [N, K/256, 8] (IQ4_XS): each 32-value run's scale - 32.
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
-IQ4_NL's 16 values. IQ3_S, IQ3_XXS, IQ2_XXS and IQ1_S take Q8_0's planes with float32 scales: each value
-is a float32 factor per 32-value run times a small integer (engine.quant_iquants.RUN_FACTORS), so the
-run's factor and the int8 integers give the values exactly, and the int8 kernels read them as Q8_0
+IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
+lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
+and IQ1_S take Q8_0's planes with float32 scales: each value is a float32 factor per 32-value run
+times a small integer (engine.quant_iquants.RUN_FACTORS), so the run's factor and the int8 integers
+give the values exactly, and the int8 kernels read them as Q8_0
 (9 bits per weight where the file has 1.56-3.44, against 16 for the dense copy they had before).
 
 Nothing is rounded or re-quantized: `unpack` gives back exactly the values `engine.quant.dequantize`
@@ -88,14 +91,14 @@ def pack(data: torch.Tensor, qtype, k: int) -> Packed:
         sub = torch.cat((sc, mn), -1).reshape(n, k // 256, 16).contiguous()
         return Packed(qtype, n, k, b[..., 16:].reshape(n, k // 2).contiguous(),
                       torch.stack((f16(0), f16(2)), -1).contiguous(), sub)
-    if qtype == QT.IQ4_NL:             # d, then Q4_0's nibble order; values kvalues[q]
-        return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
+    if qtype == QT.IQ4_NL:             # d, then the codes; values kvalues[q]
+        return Packed(qtype, n, k, iq4_words(b[..., 2:].reshape(n, k // 2)), f16(0).contiguous())
     if qtype == QT.IQ4_XS:             # d, 6-bit sub-block scales (- 32) split low / high, 8 runs of 16 bytes
         high = b[..., 2].int() | (b[..., 3].int() << 8)
         low = torch.stack((b[..., 4:8] & 0x0F, b[..., 4:8] >> 4), -1).reshape(n, k // 256, 8).int()
         high = (high[..., None] >> torch.arange(0, 16, 2, device=b.device)) & 3
         sub = ((low | (high << 4)) - 32).to(torch.int8).contiguous()
-        return Packed(qtype, n, k, b[..., 8:].reshape(n, k // 2).contiguous(), f16(0).contiguous(), sub)
+        return Packed(qtype, n, k, iq4_words(b[..., 8:].reshape(n, k // 2)), f16(0).contiguous(), sub)
     raise ValueError(f"no packed layout for {qtype.name}")
 
 
@@ -136,6 +139,20 @@ def cat(parts: list[Packed]) -> Packed:
                   torch.cat([p.scales for p in parts]), sub)
 
 
+def iq4_words(codes: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """[N, K/2] IQ4 code bytes in GGUF's order (each 16-byte run: byte i holds value i low, i + 16
+    high) -> the kernels' order, in which each 4-byte word j of a run holds values 4j .. 4j + 3 in its
+    low half and 4j + 16 .. 4j + 19 in its high half, a nibble each from the low bits up; `inverse`
+    goes back. The same nibbles, moved."""
+    b = codes.reshape(*codes.shape[:-1], -1, 4)
+    b0, b1, b2, b3 = b.unbind(-1)
+    if inverse:
+        out = (b0 & 0x0F | (b2 & 0x0F) << 4, b0 >> 4 | b2 & 0xF0, b1 & 0x0F | (b3 & 0x0F) << 4, b1 >> 4 | b3 & 0xF0)
+    else:
+        out = (b0 & 0x0F | (b1 & 0x0F) << 4, b2 & 0x0F | (b3 & 0x0F) << 4, b0 >> 4 | b1 & 0xF0, b2 >> 4 | b3 & 0xF0)
+    return torch.stack(out, -1).reshape(codes.shape).contiguous()
+
+
 def _nibbles(codes: torch.Tensor, group: int) -> torch.Tensor:
     """[N, K/2] bytes -> [N, K] values: per run of `group` bytes, the low nibbles then the high ones."""
     n = codes.shape[0]
@@ -152,10 +169,11 @@ def unpack(p: Packed) -> torch.Tensor:
         from engine.quant_iquants import table
 
         kv = table("kvalues", p.codes.device)
+        q = _nibbles(iq4_words(p.codes, inverse=True), 16)
         if p.qtype == QT.IQ4_NL:
-            q = _nibbles(p.codes, 16).reshape(n, k // 32, 32).long()
+            q = q.reshape(n, k // 32, 32).long()
             return (p.scales.float()[..., None] * kv[q]).reshape(n, k)
-        q = _nibbles(p.codes, 16).reshape(n, k // 256, 8, 32).long()
+        q = q.reshape(n, k // 256, 8, 32).long()
         dl = (p.scales.float()[..., None] * p.sub.float())[..., None]
         return (dl * kv[q]).reshape(n, k)
     if p.qtype in (QT.Q4_0, QT.Q4_1):

@@ -1,11 +1,12 @@
-"""The PTX of engine.kernels.iq4.kvalues4, run instruction by instruction on every word of four codes.
+"""The PTX of engine.kernels.iq4.kvalues8, run instruction by instruction on every half word of codes.
 
 On the GPU the IQ4 codes become their int8 values through three `prmt` byte permutes (the Triton
 interpreter, and so every other CPU test, takes the `kvalue` branch instead). This test reads the asm
 string out of the module's source, executes it with the PTX semantics of the five instructions it uses
 (`prmt.b32` in its default mode: four 4-bit selectors in the low 16 bits, bit 3 asks for sign fill), and
-compares the result with the IQ4_NL table for all 65,536 four-code words. A selector built from byte
-codes instead of nibbles (the first version's fault) fails here.
+compares the result with the IQ4_NL table for all 65,536 four-code halves in either half of the word
+(the other half a different code each time). A selector that keeps the codes' bit 3 (sign fill) or
+takes the wrong half fails here.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import engine.kernels.iq4 as iq4
 MASK = 0xFFFFFFFF
 
 
-def kvalues4_ptx() -> str:
+def kvalues8_ptx() -> str:
     for node in ast.walk(ast.parse(inspect.getsource(iq4))):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "inline_asm_elementwise":
             return node.args[0].value
@@ -40,8 +41,8 @@ def prmt(a: int, b: int, c: int) -> int:
     return out
 
 
-def run_ptx(asm: str, x: int) -> int:
-    regs = {"$1": x}
+def run_ptx(asm: str, x: int) -> tuple[int, int]:
+    regs = {"$2": x}
     val = lambda t: int(t, 0) if t[0].isdigit() else regs[t]  # noqa: E731
     body = asm.strip().strip("{}")
     for stmt in filter(None, (s.strip() for s in body.split(";"))):
@@ -63,15 +64,18 @@ def run_ptx(asm: str, x: int) -> int:
         else:
             raise AssertionError(f"instruction the test does not know: {op}")
         regs[d] = r & MASK
-    return regs["$0"]
+    return regs["$0"], regs["$1"]
 
 
-def test_kvalues4_ptx_matches_the_iq4_table_on_every_word():
-    asm = kvalues4_ptx()
+def test_kvalues8_ptx_matches_the_iq4_table_on_every_half_word():
+    asm = kvalues8_ptx()
     assert re.search(r"prmt\.b32", asm)
     table = [int(v) for v in IQ4_NL.kvalues]
     assert [b - 256 * (b > 127) for w in iq4.WORDS for b in w.to_bytes(4, "little")] == table
+    values = lambda w: [b - 256 * (b > 127) for b in w.to_bytes(4, "little")]  # noqa: E731
     for codes in itertools.product(range(16), repeat=4):
-        word = sum(c << (8 * i) for i, c in enumerate(codes))
-        got = run_ptx(asm, word).to_bytes(4, "little")
-        assert [b - 256 * (b > 127) for b in got] == [table[c] for c in codes], codes
+        half = sum(c << (4 * i) for i, c in enumerate(codes))
+        other = (half * 40503 + 12345) & 0xFFFF          # a bijection: the other half sees every value too
+        lo, hi = run_ptx(asm, half | other << 16)
+        assert values(lo) == [table[c] for c in codes], codes
+        assert values(hi) == [table[(other >> (4 * i)) & 15] for i in range(4)], codes

@@ -142,14 +142,17 @@ def test_device_routing_picks_what_block_route_picks(mg, gating, norm, scale):
     assert not sel[5:].any() and not w[5:].any()
 
 
-def test_prompt_tile_groups_pairs_by_expert(mg):
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.IQ4_XS], ids=lambda t: t.name)
+def test_prompt_tile_groups_pairs_by_expert(mg, qt, monkeypatch):
     """moe_grouped: the block table covers each real pair once, blocks of one expert, 16 pairs at most;
     the routed sum is each row's experts in its own top-k order (float32 tensor-core sums of the dequantized
     weights, x not rounded), rows past the count zeros, and a row alone gives the bits it gives among others."""
     gr = kernel_module("moe_grouped")
+    import engine.kernels.packed as packed
     from engine.kernels.packed import unpack
 
-    lw = experts(QT.Q4_K)
+    monkeypatch.setattr(packed, "GPU_IQ4", True)
+    lw = experts(qt)
     gen = torch.Generator().manual_seed(8)
     t = 20
     sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)

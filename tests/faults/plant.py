@@ -91,8 +91,8 @@ FAULTS = [
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
     # IQ4_XS in 64-value units: its second run read with the first run's scale
     Fault("dp4a-iq4xs-runs-share-a-scale", "engine/kernels/dp4a_gemv.py",
-          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 5:",
-          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 5:",
+          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    else:",
+          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    else:",
           [DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_XS]",
            DG + "test_decode_kernel_lanes_and_steps[4096-IQ4_XS]"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
@@ -197,10 +197,17 @@ FAULTS = [
     Fault("gdn-ring-write-not-last-row", "engine/kernels/gdn_rows.py",
           "        if later == 0:", "        if later >= 0:",
           ["tests/engine/test_gdn_rows.py::test_a_prompt_longer_than_the_ring"]),
-    # the GPU's IQ4 lookup (PTX, never run by the interpreter) taking byte codes as prmt's nibble selectors
-    Fault("iq4-prmt-byte-selectors", "engine/kernels/iq4.py",
-          '"and.b32 c, s, 0x7777;', '"and.b32 c, $1, 0x07070707;',
-          ["tests/engine/test_iq4_prmt.py::test_kvalues4_ptx_matches_the_iq4_table_on_every_word"]),
+    # prompt tiles and the dequantizing kernel placing an IQ4 word's high half 8 values on, not 16
+    Fault("iq4-prompt-word-halves", "engine/kernels/stream_matmul.py",
+          "        return (i // 16) * 32 + (j & 12) + 2 * (j & 1) + 8 * (j & 2), 1",
+          "        return (i // 16) * 32 + (j & 12) + 2 * (j & 1) + 4 * (j & 2), 1",
+          ["tests/engine/test_packed.py::test_dequantize_kernel_writes_engine_quants_values[IQ4_XS]",
+           "tests/engine/test_packed.py::test_kernel_reads_the_layout_like_engine_quant[IQ4_NL]"]),
+    # the GPU's IQ4 lookup (PTX, never run by the interpreter) keeping the codes' bit 3 in the lookups'
+    # selectors (prmt's sign fill)
+    Fault("iq4-prmt-sign-fill", "engine/kernels/iq4.py",
+          '"and.b32 c, $2, 0x77777777;', '"and.b32 c, $2, 0xFFFFFFFF;',
+          ["tests/engine/test_iq4_prmt.py::test_kvalues8_ptx_matches_the_iq4_table_on_every_half_word"]),
     # a CPU decode tile of several rows (streams together, a slot's proposals) attending with the blocked
     # prompt path instead of each row's one-row attention: other bits than the row alone
     Fault("cpu-decode-tile-not-per-row", "engine/layers.py",

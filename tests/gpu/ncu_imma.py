@@ -1,5 +1,5 @@
 """One decode matmul call under Nsight Compute (issue 11): the llama-3-8b gate|up matrix
-(28672x4096 Q4_K; SHAPE=NxK for another) at ROWS rows (default 16) with KERNEL=imma (default), bf16 or dp4a,
+(28672x4096 Q4_K; SHAPE=NxK for another, QTYPE=IQ4_XS for another type) at ROWS rows (default 16) with KERNEL=imma (default), bf16 or dp4a,
 launched 5 times; profile the last with
     ncu --clock-control none -k regex:"imma|bf16|dp4a" --launch-skip 4 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section MemoryWorkloadAnalysis python3 tests/gpu/ncu_imma.py
@@ -17,7 +17,8 @@ from tests.gpu.bench_matmul import weights
 
 rows = int(os.environ.get("ROWS", "16"))
 n, k = (int(v) for v in os.environ.get("SHAPE", "28672x4096").split("x"))
-p = pack(weights(QT.Q4_K, n, k), QT.Q4_K, k)
+qt = QT[os.environ.get("QTYPE", "Q4_K")]
+p = pack(weights(qt, n, k), qt, k)
 x = torch.randn(rows, k, device="cuda").to(torch.bfloat16)
 nreal = torch.full((1,), rows, dtype=torch.int32, device="cuda")
 call = {"bf16": bf.matmul_parts, "dp4a": dg.matmul_parts}.get(os.environ.get("KERNEL", "imma"), im.matmul_parts)

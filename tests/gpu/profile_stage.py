@@ -34,8 +34,9 @@ def main() -> int:
     for n_real in [tiles.prompt] if prompt else counts:
         rows = tiles.prompt if prompt else (tiles.solo if n_real == 1 and tiles.solo else tiles.decode)
         x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
-        slot = torch.zeros(rows, dtype=torch.long, device="cuda:0") if prompt else torch.arange(rows, device="cuda:0")
-        pos = torch.arange(rows, device="cuda:0") if prompt else torch.full((rows,), AT, device="cuda:0")
+        # (slots and positions on the host, as the pipeline gives them: the replay's one input copy)
+        slot = torch.zeros(rows, dtype=torch.long) if prompt else torch.arange(rows)
+        pos = torch.arange(rows) if prompt else torch.full((rows,), AT)
         tile = Tile(slot, pos, n_real)
         for _ in range(3):
             stage.forward(x, tile)
