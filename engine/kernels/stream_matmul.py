@@ -34,24 +34,11 @@ MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
 
 
 @triton.jit
-def _byte_values(i, KIND: tl.constexpr, G: tl.constexpr):
-    """Byte i (0..127) of a 4-bit type's 256-value chunk: (the chunk value its low nibble holds, how many
-    values on its high nibble's is). GGUF's order: 2 G (i // G) + i % G and G; the IQ4 types'
-    (packed.iq4_words): in 32-value run i // 16, word (i % 16) // 4's bytes 0..3 hold values 4 w + 0, 2,
-    16, 18 (each with the next value in the high nibble)."""
-    if KIND >= 5:
-        j = i % 16
-        return (i // 16) * 32 + (j & 12) + 2 * (j & 1) + 8 * (j & 2), 1
-    else:
-        return (i // G) * (2 * G) + i % G, G
-
-
-@triton.jit
 def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     """Weight rows n's values in 256-value chunk c, float32 with engine.quant's formulas: Q8_0 w [BN, 8, 32]
     (value c*256 + 32 g + j); 4-bit types (w_lo, w_hi) [BN, NG, G], byte j of group g's low nibble
-    the value c*256 + 2 G g + j and its high nibble that + G (GGUF's order; the IQ4 types' words hold
-    other values: `_byte_values`). Masked rows and values past K read as zeros."""
+    the value c*256 + 2 G g + j and its high nibble that + G (GGUF's order; the IQ4 types' words are read
+    whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
     if KIND == 1:                                    # Q8_0: int8 codes, f16 d per 32
@@ -73,9 +60,10 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         j = tl.arange(0, G)[None, None, :]
         kb = c * 128 + g * G + j                      # byte index in the row
         ok = okn & (kb < K // 2)
-        b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
-        lo = (b & 0xF).to(tl.float32)
-        hi = (b >> 4).to(tl.float32)
+        if KIND < 5:
+            b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
+            lo = (b & 0xF).to(tl.float32)
+            hi = (b >> 4).to(tl.float32)
         if KIND == 4:
             sb = nn * (K // 256) + c
             d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
@@ -87,8 +75,14 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             w_lo = (d * sc_lo) * lo - dmin * mn_lo
             w_hi = (d * sc_hi) * hi - dmin * mn_hi
         elif KIND >= 5:                               # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
-            v_lo = kvalue(b & 0xF).to(tl.float32)
-            v_hi = kvalue(b >> 4).to(tl.float32)
+            # (packed.iq4_words: a run's word w holds values 4 w .. 4 w + 3, then 16 on, a nibble each)
+            words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
+            w4 = tl.arange(0, 4)[None, None, :]
+            wd = tl.load(words + nn * (K // 8) + c * 32 + g * 4 + w4, mask=okn & (c * 128 + g * G + 4 * w4 < K // 2),
+                         other=0)[:, :, :, None]
+            sh = 4 * tl.arange(0, 4)[None, None, None, :]
+            v_lo = kvalue(tl.reshape((wd >> sh) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
+            v_hi = kvalue(tl.reshape((wd >> (sh + 16)) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
             if KIND == 5:
                 blk = nn * (K // 32) + c * 8 + g
                 d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
@@ -133,12 +127,12 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
             G: tl.constexpr = 32
         else:
             G: tl.constexpr = 16
-        v, hi = _byte_values(tl.arange(0, 128), KIND, G)
-        kx = c * 256 + v                              # the value of byte i's low nibble
+        i = tl.arange(0, 128)
+        kx = c * 256 + (i // G) * (2 * G) + i % G     # the value of byte i's low nibble
         xm = x_ptr + m[:, None] * stride_xm
         okx = m_ok[:, None] & (kx < K)[None, :]
         x_lo = tl.load(xm + kx[None, :], mask=okx, other=0.0)
-        x_hi = tl.load(xm + (kx + hi)[None, :], mask=okx, other=0.0)
+        x_hi = tl.load(xm + (kx + G)[None, :], mask=okx, other=0.0)
         wl = tl.trans(tl.reshape(w_lo, (BN, 128)).to(x_lo.dtype))
         wh = tl.trans(tl.reshape(w_hi, (BN, 128)).to(x_lo.dtype))
         if IEEE:
@@ -169,11 +163,12 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         else:
             G: tl.constexpr = 16
         NG: tl.constexpr = 128 // G
-        v, hi = _byte_values(tl.arange(0, NG)[None, :, None] * G + tl.arange(0, G)[None, None, :], KIND, G)
-        kk = c * 256 + v
+        g = tl.arange(0, NG)[None, :, None]
+        j = tl.arange(0, G)[None, None, :]
+        kk = c * 256 + g * (2 * G) + j
         ok = n_ok[:, None, None] & (kk < K)
         tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=ok)
-        tl.store(out_ptr + nn * K + kk + hi, w_hi.to(out_ptr.dtype.element_ty), mask=ok)
+        tl.store(out_ptr + nn * K + kk + G, w_hi.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
