@@ -26,6 +26,16 @@ class Tile:
     at: tuple[int, int] | None = None   # a one-row CPU tile: its (slot, position) as host ints
     size: int = 0             # the tile's rows where only its real rows are passed (Stage.row_count_free)
     per_row: bool = False     # a CPU decode tile: each row's attention alone, as a one-row tile computes it
+    run: tuple[int, int] | None = None  # a CPU tile of one slot's consecutive positions: (slot, first position)
+
+
+def one_run(slot: torch.Tensor, pos: torch.Tensor) -> tuple[int, int] | None:
+    """(slot, first position) where host rows are one slot's consecutive positions (a prompt tile), else
+    None: the block then reads and writes their places as slices, not gathers (the same values)."""
+    s0, p0 = int(slot[0]), int(pos[0])
+    if torch.equal(slot, torch.full_like(slot, s0)) and torch.equal(pos, torch.arange(p0, p0 + pos.shape[0])):
+        return s0, p0
+    return None
 
 
 def matmul_input(x: torch.Tensor, norm: torch.Tensor, cfg: ModelConfig, m: QuantTensor) -> torch.Tensor:
@@ -61,6 +71,9 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     if tile.at is not None:                       # one CPU row: slices and views instead of gathers
         s, p = tile.at
         cos, sin = tables[0][p:p + 1], tables[1][p:p + 1]
+    elif tile.run is not None:
+        s, p = tile.run
+        cos, sin = tables[0][p:p + T], tables[1][p:p + T]
     else:
         cos, sin = tables[0][tile.pos], tables[1][tile.pos]
     qk = rope_fn(torch.cat((q, k), 1), cos, sin, cfg.rope_neox)        # q's and k's heads in one pass
@@ -68,6 +81,9 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
     if tile.at is not None:
         k_cache[s, p] = k[0]
         v_cache[s, p] = v[0]
+    elif tile.run is not None:
+        k_cache[s, p:p + T] = k.to(k_cache.dtype)
+        v_cache[s, p:p + T] = v.to(v_cache.dtype)
     else:
         k_cache[tile.slot, tile.pos] = k.to(k_cache.dtype)
         v_cache[tile.slot, tile.pos] = v.to(v_cache.dtype)

@@ -129,11 +129,16 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
             out = pr if out is None else torch.where(mine[u], pr, out)
         return out
 
+    one = int(slots[0]) if slots.shape[0] == 1 else None      # one slot (a prompt): its blocks are slices
     for start in range(lo // KEY_BLOCK * KEY_BLOCK, pos_hi + 1, KEY_BLOCK):
         kpos = start + offs
-        idx = kpos.clamp(max=k_cache.shape[1] - 1)
-        kb = k_cache[slots[:, None], idx[None, :]].float()    # [U, B, kvh, hd]
-        vb = v_cache[slots[:, None], idx[None, :]].float()
+        if one is not None and start + KEY_BLOCK <= k_cache.shape[1]:
+            kb = k_cache[one, start:start + KEY_BLOCK][None].float()    # [1, B, kvh, hd]
+            vb = v_cache[one, start:start + KEY_BLOCK][None].float()
+        else:
+            idx = kpos.clamp(max=k_cache.shape[1] - 1)
+            kb = k_cache[slots[:, None], idx[None, :]].float()    # [U, B, kvh, hd]
+            vb = v_cache[slots[:, None], idx[None, :]].float()
         s = own([torch.matmul(qm, kb[u].permute(1, 2, 0)) for u in range(kb.shape[0])])     # [T, kvh, g, B]
         ok = kpos[None, :] <= pos[:, None]
         if window:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import torch
 
 from engine import gdn
-from engine.block import Tile, device_experts, row_count_free, run_blocks
+from engine.block import Tile, device_experts, one_run, row_count_free, run_blocks
 from engine.config import ModelConfig
 from engine.graphs import TileGraph, on_device, put_rows
 from engine.layers import rms_norm, rope_tables, rotation_tables
@@ -146,6 +146,8 @@ class Stage:
             n = tile.n_real
             y = self._forward(x[:n], Tile(tile.slot[:n], tile.pos[:n], n, size=x.shape[0], per_row=tile.per_row))
             return torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))
+        elif self.device.type == "cpu" and not tile.per_row:
+            tile = replace(tile, run=one_run(tile.slot, tile.pos))
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
 

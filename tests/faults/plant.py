@@ -208,6 +208,10 @@ FAULTS = [
           '"and.b32 c, $2, 0x77777777;', '"and.b32 c, $2, 0xFFFFFFFF;',
           ["tests/engine/test_iq4_prmt.py::test_kvalues8_ptx_matches_the_iq4_table_on_every_half_word"]),
     # a CPU decode tile of several rows (streams together, a slot's proposals) attending with the blocked
+    # a CPU prompt tile writing its rows' keys one place off (the slice path for one slot's consecutive rows)
+    Fault("cpu-prompt-run-keys-shifted", "engine/block.py",
+          "        k_cache[s, p:p + T] = k.to(k_cache.dtype)", "        k_cache[s, p:p + T] = k.roll(1, 0).to(k_cache.dtype)",
+          ["tests/engine/test_reference.py::test_logits_match_transformers"]),
     # prompt path instead of each row's one-row attention: other bits than the row alone
     Fault("cpu-decode-tile-not-per-row", "engine/layers.py",
           "    if per_row and not q.is_cuda and q.shape[0] > 1:", "    if False:",
