@@ -146,7 +146,7 @@ class Stage:
             n = tile.n_real
             y = self._forward(x[:n], Tile(tile.slot[:n], tile.pos[:n], n, size=x.shape[0], per_row=tile.per_row))
             return torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))
-        elif self.device.type == "cpu" and not tile.per_row:
+        elif self.device.type == "cpu" and not tile.per_row and x.shape[0] > 1:
             tile = replace(tile, run=one_run(tile.slot, tile.pos))
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
