@@ -68,20 +68,15 @@ def attention_part(lw: LayerWeights, cfg: ModelConfig, layer: int, x: torch.Tens
         tables, rope_fn = rope[2:], rotate
     else:
         tables, rope_fn = rope, apply_rope
-    if tile.at is not None:                       # one CPU row: slices and views instead of gathers
-        s, p = tile.at
-        cos, sin = tables[0][p:p + 1], tables[1][p:p + 1]
-    elif tile.run is not None:
-        s, p = tile.run
+    place = tile.at or tile.run                   # CPU rows of one slot's consecutive positions (one row,
+    if place is not None:                         # or a prompt tile): slices and views instead of gathers
+        s, p = place
         cos, sin = tables[0][p:p + T], tables[1][p:p + T]
     else:
         cos, sin = tables[0][tile.pos], tables[1][tile.pos]
     qk = rope_fn(torch.cat((q, k), 1), cos, sin, cfg.rope_neox)        # q's and k's heads in one pass
     q, k = qk[:, :cfg.n_heads], qk[:, cfg.n_heads:]
-    if tile.at is not None:
-        k_cache[s, p] = k[0]
-        v_cache[s, p] = v[0]
-    elif tile.run is not None:
+    if place is not None:
         k_cache[s, p:p + T] = k.to(k_cache.dtype)
         v_cache[s, p:p + T] = v.to(v_cache.dtype)
     else:

@@ -139,15 +139,13 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
         phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, x3, phi, INTERP), axis=3)
-    elif KIND == 6:
-        plo = _dp4a(ca, x0, zero, INTERP)
-        plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
-        phi = _dp4a(mn_lo, x2, zero, INTERP)
-        phi = tl.sum(_dp4a(mn_hi, x3, phi, INTERP), axis=3)
-    elif KIND == 1 or KIND == 5:
+    elif KIND == 1 or KIND >= 5:
         plo = _dp4a(ca, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
         phi = plo
+        if KIND == 6:
+            phi = _dp4a(mn_lo, x2, zero, INTERP)
+            phi = tl.sum(_dp4a(mn_hi, x3, phi, INTERP), axis=3)
     else:
         plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
         plo = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
@@ -157,14 +155,14 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
 
 @triton.jit
 def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr):
-    """acc + a unit's exact integer sums (plo, and phi for Q4_K's high sub-block) scaled by the weight's
-    and x's block scales: the float arithmetic of a unit, the one every int8 decode kernel spells
-    (engine.kernels.dp4a_mma computes the same integers on tensor cores and calls this too)."""
-    if KIND == 4:
+    """acc + a unit's exact integer sums (plo, and phi for Q4_K's high sub-block or IQ4_XS's second run)
+    scaled by the weight's and x's block scales: the float arithmetic of a unit, the one every int8
+    decode kernel spells (engine.kernels.dp4a_mma computes the same integers on tensor cores and calls
+    this too)."""
+    if KIND == 4 or KIND == 6:      # two sub-blocks (runs), each its integer scale under the 256 values' d
         t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
-        acc = tl.fma(dd, t, tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc))
-    elif KIND == 6:                 # two runs, each its 6-bit scale (- 32) under the 256 values' d
-        t = tl.fma((sc_hi * phi).to(tl.float32), d1, (sc_lo * plo).to(tl.float32) * d0)
+        if KIND == 4:               # (IQ4_XS has no minimums)
+            acc = tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc)
         acc = tl.fma(dd, t, acc)
     else:
         p = plo.to(tl.float32)

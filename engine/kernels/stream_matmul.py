@@ -58,9 +58,9 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         NG: tl.constexpr = 128 // G
         g = tl.arange(0, NG)[None, :, None]
         j = tl.arange(0, G)[None, None, :]
-        kb = c * 128 + g * G + j                      # byte index in the row
-        ok = okn & (kb < K // 2)
         if KIND < 5:
+            kb = c * 128 + g * G + j                  # byte index in the row
+            ok = okn & (kb < K // 2)
             b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
             lo = (b & 0xF).to(tl.float32)
             hi = (b >> 4).to(tl.float32)
