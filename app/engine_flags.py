@@ -26,10 +26,11 @@ def add_engine_flags(p: argparse.ArgumentParser, model_default: str | None = "de
                    help="compute dtype: auto = bfloat16; on CPU that is the fast mode (4-bit and Q8_0 matrices "
                         "kept as int4 groups, ~1x the file in memory); float32 = the reference numerics "
                         "(dense weights, as HF transformers)")
-    g.add_argument("--decode-kernel", default="auto", choices=["auto", "dp4a", "imma", "bf16"],
-                   help="GPU matmul for decode rows, one per load: dp4a (auto; fastest for one stream), imma "
-                        "(int8 tensor cores) or bf16 (Q4_K dequantized to bfloat16 on tensor cores; other "
-                        "types dp4a)")
+    g.add_argument("--decode-kernel", default="auto", choices=["auto", "q4k-mma", "dp4a", "imma", "bf16"],
+                   help="GPU matmul for decode rows, one per load: q4k-mma (auto on compute capability 8.0+: "
+                        "Q4_K on int8 tensor cores, fastest for many streams; other types dp4a), dp4a (int8 "
+                        "dot products, ~10%% faster for one stream), imma (int8 tensor cores) or bf16 (Q4_K "
+                        "dequantized to bfloat16 on tensor cores; other types dp4a)")
 
 
 ENGINE_FIELDS = EngineConfig.__struct_fields__

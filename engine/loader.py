@@ -85,28 +85,36 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
     return mode
 
 
-DECODE_KERNELS = ("dp4a", "imma", "bf16")
+DECODE_KERNELS = ("q4k-mma", "dp4a", "imma", "bf16")
 
 
 def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -> str:
     """The matmul every decode and verify row runs on GPU stages, one choice per load (a row's numerics
-    then never depend on the others): dp4a (int8 dot products on CUDA cores, rows one by one: fastest for
-    one stream), imma (int8 tensor cores, 16 rows for about the cost of one) or bf16 (Q4_K weights
-    dequantized to bfloat16 on tensor cores, x unrounded, 16 rows for the cost of one; the other types run
-    dp4a: ~1.5x dp4a's total at 8 streams on an H200, 0.6x alone). auto = dp4a, or $STRATA_DECODE_KERNEL
-    (which also takes the float kernels gemv / mma, for measuring): not a function of the layout, since
-    a request's tokens must not depend on the slots beside it."""
+    then never depend on the others): q4k-mma (Q4_K on int8 tensor cores, 8 rows for about the cost of
+    one, its weights repacked in its order; the other types run dp4a: H200, llama-3-8b Q4_K, 0.9x dp4a's
+    speed alone, 1.27x at 8 streams), dp4a (int8 dot products on CUDA cores, rows one by one), imma (int8
+    tensor cores, 16 rows for about the cost of one) or bf16 (Q4_K dequantized to bfloat16 on tensor
+    cores, x unrounded). auto = q4k-mma where every GPU stage can run it (compute capability 8.0+,
+    triton with Gluon), else dp4a; $STRATA_DECODE_KERNEL overrides auto (and also takes the float kernels
+    gemv / mma, for measuring). Not a function of the layout, since a request's tokens must not depend on
+    the slots beside it."""
     if config.decode_kernel not in ("auto", *DECODE_KERNELS):
         raise ConfigError(f"--decode-kernel {config.decode_kernel!r}: use auto, {', '.join(DECODE_KERNELS)}")
     if not any(d.startswith("cuda") for d in devices):
         if config.decode_kernel != "auto":
             notes.append(f"--decode-kernel {config.decode_kernel} applies to GPU stages only: not used")
         return ""
-    from engine.kernels import stream_matmul       # imports triton: GPU loads only
+    from engine.kernels import packed, q4k_mma, stream_matmul       # import triton: GPU loads only
+    cuda = [torch.device(d) for d in devices if d.startswith("cuda")]
+    mma_ok = all(q4k_mma.available(d) for d in cuda)
     kernel = config.decode_kernel
     if kernel == "auto":
-        kernel = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
+        kernel = os.environ.get("STRATA_DECODE_KERNEL", "q4k-mma" if mma_ok else "dp4a")
+    if kernel == "q4k-mma" and not mma_ok:
+        raise ConfigError("--decode-kernel q4k-mma needs GPUs of compute capability 8.0 or newer and a triton "
+                          "with Gluon (3.6+): use dp4a")
     stream_matmul.DECODE_KERNEL = kernel
+    packed.MMA_Q4K = kernel == "q4k-mma"          # Q4_K weights repacked in its order as they load
     return kernel
 
 

@@ -30,7 +30,7 @@ class EngineConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     spec_min_p: float = 0.0
     piped_mtp: int = 0                     # draft depth inside pipelined groups (0 = off)
     dtype: str = "auto"                    # "auto" | "float32" | "bfloat16"
-    decode_kernel: str = "auto"            # GPU decode rows: "auto" (= dp4a) | "dp4a" | "imma" | "bf16"
+    decode_kernel: str = "auto"            # GPU decode rows: "auto" | "q4k-mma" | "dp4a" | "imma" | "bf16"
 
 
 class StageInfo(msgspec.Struct, omit_defaults=True, kw_only=True):

@@ -203,7 +203,10 @@ class QuantTensor:
         if (self.device.type != "cuda" and not on_cpu) or len(self.shape) not in (2, 3) \
                 or not packed.supports(self.qtype, self.shape[-1]):
             return False
-        self.packed = packed.pack(self.data, self.qtype, self.shape[-1])    # an expert stack: experts' rows in turn
+        # a Q4_K matrix (not an expert stack) in the tensor-core decode kernel's order where that kernel runs
+        mma = packed.MMA_Q4K and self.device.type == "cuda" and len(self.shape) == 2 \
+            and self.qtype == QT.Q4_K and self.shape[0] % 16 == 0
+        self.packed = packed.pack(self.data, self.qtype, self.shape[-1], mma)  # an expert stack: experts' rows in turn
         self.data = None
         self._experts.clear()
         return True

@@ -66,7 +66,7 @@ class LayerWeights:
 
 
 def stack_packed(mats: list[QuantTensor]):
-    """Repacked matrices with the same type and K stacked along N (one kernel launch reads them all);
+    """Repacked matrices with the same type, K and code order stacked along N (one kernel launch reads them all);
     each matrix then holds a view of its rows. None where any of them keeps its GGUF form. On CPU in
     the fast mode, int4 matrices likewise (engine.cpu_int4.Int4Stack: one call instead of several)."""
     if all(m.int4 is not None for m in mats):
@@ -74,7 +74,7 @@ def stack_packed(mats: list[QuantTensor]):
 
         both = cpu_int4.stack([m.int4 for m in mats])
         return cpu_int4.Int4Stack(both, [m.shape[0] for m in mats]) if both is not None else None
-    if any(m.packed is None for m in mats) or len({(m.qtype, m.shape[-1]) for m in mats}) > 1:
+    if any(m.packed is None for m in mats) or len({(m.qtype, m.shape[-1], m.packed.mma) for m in mats}) > 1:
         return None
     from engine.kernels.packed import cat
 

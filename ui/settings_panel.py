@@ -137,10 +137,11 @@ class SettingsPanel(QWidget):
         self.dtype.addItems(["auto", "float32", "bfloat16"])
         self.dtype.currentIndexChanged.connect(self._layout_changed)
         self.decode_kernel = QComboBox()
-        self.decode_kernel.addItems(["auto", "dp4a", "imma", "bf16"])
-        self.decode_kernel.setToolTip("GPU stages: the matmul every decode row runs. dp4a (auto) is fastest for one "
-                                      "stream; bf16 (Q4_K on bfloat16 tensor cores) gives ~1.5x more in total with "
-                                      "8 streams and ~0.6x alone; imma (int8 tensor cores) is slower than bf16")
+        self.decode_kernel.addItems(["auto", "q4k-mma", "dp4a", "imma", "bf16"])
+        self.decode_kernel.setToolTip("GPU stages: the matmul every decode row runs. q4k-mma (auto on RTX 30xx / "
+                                      "A100 and newer: Q4_K on int8 tensor cores) gives ~1.27x more in total with "
+                                      "8 streams than dp4a and ~0.9x alone; dp4a (int8 dot products) is fastest "
+                                      "for one stream; bf16 and imma are for comparing")
         self.decode_kernel.currentIndexChanged.connect(self._layout_changed)
         cf.addRow("Context", self.ctx)
         cf.addRow("Precision", self.dtype)

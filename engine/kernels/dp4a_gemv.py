@@ -69,9 +69,12 @@ def _quant_kernel(x_ptr, q_ptr, ds_ptr, K, stride_x, NB: tl.constexpr, PDL: tl.c
 
 
 def buffers(m: int, k: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Empty (q int8 [m, k], ds float32 [m, k/32, 2]) for m rows of x."""
-    return (torch.empty((m, k), dtype=torch.int8, device=device),
-            torch.empty((m, k // 32, 2), dtype=torch.float32, device=device))
+    """Empty (q int8 [m, k], ds float32 [m, k/32, 2]) for m rows of x: views of the first m rows of buffers
+    of m rounded up to 8 rows (engine.kernels.q4k_mma reads x in passes of 8 rows without masks; what it
+    reads past row m lands only in results it does not store)."""
+    mp = -(-m // 8) * 8
+    return (torch.empty((mp, k), dtype=torch.int8, device=device)[:m],
+            torch.empty((mp, k // 32, 2), dtype=torch.float32, device=device)[:m])
 
 
 def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -521,6 +524,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
     quantized here. warps, nr (weight rows per thread), rb (x rows per pass) and xs (weight rows per x
     load) and pf (prefetch the next weight units) are for measuring only."""
+    if w.mma:
+        raise ValueError("Q4_K in the tensor-core order runs engine.kernels.q4k_mma, not the int8 kernel")
     t = x.shape[0]
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:

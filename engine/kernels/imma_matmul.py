@@ -175,7 +175,8 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, targ
     measuring only (a run must use one setting everywhere)."""
     t = x.shape[0]
     if w.kind > 4:
-        raise ValueError(f"the int8 tensor-core decode kernel takes Q4_0, Q4_1, Q4_K and Q8_0, not {w.qtype.name}")
+        raise ValueError(f"the int8 tensor-core decode kernel takes Q4_0, Q4_1, Q4_K and Q8_0 in GGUF order, not "
+                         f"{w.qtype.name}{' in the tensor-core order' if w.mma else ''}")
     if t > RT:
         raise ValueError(f"the int8 tensor-core decode kernel takes up to {RT} rows, got {t}")
     bn, s, cps = plan(w.kind, w.n, w.k, target, bn)

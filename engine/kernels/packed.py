@@ -11,6 +11,11 @@ that walks it issues byte loads at odd strides. Repacked, every weight row is
     sub     uint8 [N, K/256, 16] (Q4_K): the eight 6-bit sub-block scales, then the eight mins,
             unpacked from their 12-byte field; int8 [N, K/256, 8] (IQ4_XS): each 32-value run's scale - 32.
 
+With the tensor-core decode kernel (engine.kernels.q4k_mma, `MMA_Q4K`), a GPU stage's Q4_K matrices
+(N a multiple of 16) keep their code bytes in that kernel's order instead (`mma_order`; `Packed.mma`):
+each 16 rows' codes are still one run of 16 * K/2 bytes, so stacks and row ranges in steps of 16 work
+as before, and the prompt kernels read them through the same index map (`kind` 7).
+
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
 lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
@@ -41,6 +46,9 @@ IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
 GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "1") == "1"
+# Q4_K matrices repacked on GPU stages take the tensor-core decode kernel's code order (set by the loader
+# when that is the decode kernel: engine.loader._decode_kernel)
+MMA_Q4K = False
 
 
 @dataclass
@@ -51,27 +59,43 @@ class Packed:
     codes: torch.Tensor
     scales: torch.Tensor
     sub: torch.Tensor | None = None
+    mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
 
     @property
     def kind(self) -> int:
-        return KIND[self.qtype]
+        return 7 if self.mma else KIND[self.qtype]      # 7: Q4_K, codes in the tensor-core order
 
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.codes, self.scales, self.sub) if t is not None)
 
     def rows(self, a: int, b: int) -> Packed:
-        """Weight rows [a, b) as views of the same planes."""
+        """Weight rows [a, b) as views of the same planes (in the tensor-core order: a, b multiples of 16)."""
+        if self.mma and (a % 16 or b % 16):
+            raise ValueError(f"rows {a}..{b} of a tensor-core ordered Q4_K matrix: ranges go in steps of 16")
         sub = self.sub[a:b] if self.sub is not None else None
-        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub)
+        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub, self.mma)
 
 
 def supports(qtype, k: int) -> bool:
     return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES)
 
 
-def pack(data: torch.Tensor, qtype, k: int) -> Packed:
-    """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device."""
+def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:
+    """Q4_K code bytes [N, K/2] (N a multiple of 16) in GGUF's order -> engine.kernels.q4k_mma's (or back):
+    per 16 rows, super-block sb and 64-value pair j, lane (g, c) of a warp holds 16 bytes: bytes 8c..8c+3
+    of the pair's 32 of row g, of row g + 8, then bytes 8c+4..8c+7 of row g, of row g + 8."""
+    n = codes.shape[0]
+    if inverse:     # [ng, sb, j, g, c, half, g8, b] -> [ng, g8, g, sb, j, c, half, b]
+        v = codes.reshape(n // 16, k // 256, 4, 8, 4, 2, 2, 4).permute(0, 6, 3, 1, 2, 4, 5, 7)
+    else:
+        v = codes.reshape(n // 16, 2, 8, k // 256, 4, 4, 2, 4).permute(0, 3, 4, 2, 5, 6, 1, 7)
+    return v.contiguous().reshape(n, k // 2)
+
+
+def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
+    """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device. mma: Q4_K codes in
+    the tensor-core decode kernel's order (N a multiple of 16)."""
     qtype = QT(qtype)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
@@ -89,8 +113,9 @@ def pack(data: torch.Tensor, qtype, k: int) -> Packed:
     if qtype == QT.Q4_K:
         sc, mn = scale_min_k4(b[..., 4:16].reshape(-1, 12))
         sub = torch.cat((sc, mn), -1).reshape(n, k // 256, 16).contiguous()
-        return Packed(qtype, n, k, b[..., 16:].reshape(n, k // 2).contiguous(),
-                      torch.stack((f16(0), f16(2)), -1).contiguous(), sub)
+        codes = b[..., 16:].reshape(n, k // 2)
+        return Packed(qtype, n, k, mma_order(codes, k) if mma else codes.contiguous(),
+                      torch.stack((f16(0), f16(2)), -1).contiguous(), sub, mma)
     if qtype == QT.IQ4_NL:             # d, then the codes; values kvalues[q]
         return Packed(qtype, n, k, iq4_words(b[..., 2:].reshape(n, k // 2)), f16(0).contiguous())
     if qtype == QT.IQ4_XS:             # d, 6-bit sub-block scales (- 32) split low / high, 8 runs of 16 bytes
@@ -132,11 +157,11 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
 def cat(parts: list[Packed]) -> Packed:
     """Weights with the same type and K stacked along N (q|k|v, gate|up): one launch reads them all."""
     p0 = parts[0]
-    if any(p.qtype != p0.qtype or p.k != p0.k for p in parts):
-        raise ValueError("stacked weights need the same type and K")
+    if any(p.qtype != p0.qtype or p.k != p0.k or p.mma != p0.mma for p in parts):
+        raise ValueError("stacked weights need the same type, K and code order")
     sub = torch.cat([p.sub for p in parts]) if p0.sub is not None else None
     return Packed(p0.qtype, sum(p.n for p in parts), p0.k, torch.cat([p.codes for p in parts]),
-                  torch.cat([p.scales for p in parts]), sub)
+                  torch.cat([p.scales for p in parts]), sub, p0.mma)
 
 
 def iq4_words(codes: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -182,7 +207,7 @@ def unpack(p: Packed) -> torch.Tensor:
             return (p.scales.float()[..., None] * (q.float() - 8)).reshape(n, k)
         d, m = p.scales.float().unbind(-1)
         return (d[..., None] * q.float() + m[..., None]).reshape(n, k)
-    q = _nibbles(p.codes, 32).reshape(n, k // 256, 8, 32).float()
+    q = _nibbles(mma_order(p.codes, k, inverse=True) if p.mma else p.codes, 32).reshape(n, k // 256, 8, 32).float()
     d, dmin = p.scales.float().unbind(-1)
     dl = (d[..., None] * p.sub[..., :8].float())[..., None]
     ml = (dmin[..., None] * p.sub[..., 8:].float())[..., None]

@@ -51,20 +51,25 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         w_lo = q * d.to(tl.float32)
         w_hi = w_lo
     else:
-        if KIND == 4:
+        if KIND == 4 or KIND == 7:
             G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
         else:
             G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
         NG: tl.constexpr = 128 // G
         g = tl.arange(0, NG)[None, :, None]
         j = tl.arange(0, G)[None, None, :]
-        if KIND < 5:
+        if KIND < 5 or KIND == 7:
             kb = c * 128 + g * G + j                  # byte index in the row
             ok = okn & (kb < K // 2)
-            b = tl.load(codes + nn * (K // 2) + kb, mask=ok, other=0).to(tl.int32)
+            if KIND == 7:                             # Q4_K in the tensor-core order (packed.mma_order)
+                at = ((((nn // 16) * (K // 256) + c) * 4 + g) * 512 + ((nn % 8) * 4 + j // 8) * 16
+                      + ((j % 8) // 4) * 8 + ((nn % 16) // 8) * 4 + j % 4)
+            else:
+                at = nn * (K // 2) + kb
+            b = tl.load(codes + at, mask=ok, other=0).to(tl.int32)
             lo = (b & 0xF).to(tl.float32)
             hi = (b >> 4).to(tl.float32)
-        if KIND == 4:
+        if KIND == 4 or KIND == 7:
             sb = nn * (K // 256) + c
             d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
             dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
@@ -74,7 +79,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
             w_lo = (d * sc_lo) * lo - dmin * mn_lo
             w_hi = (d * sc_hi) * hi - dmin * mn_hi
-        elif KIND >= 5:                               # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
+        elif KIND == 5 or KIND == 6:                  # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
             # (packed.iq4_words: a run's word w holds values 4 w .. 4 w + 3, then 16 on, a nibble each)
             words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
             w4 = tl.arange(0, 4)[None, None, :]
@@ -123,7 +128,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
         else:
             acc = tl.dot(xt, wt, acc)
     else:
-        if KIND == 4:
+        if KIND == 4 or KIND == 7:
             G: tl.constexpr = 32
         else:
             G: tl.constexpr = 16
@@ -158,7 +163,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         kk = c * 256 + g * 32 + j
         tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=n_ok[:, None, None] & (kk < K))
     else:
-        if KIND == 4:
+        if KIND == 4 or KIND == 7:
             G: tl.constexpr = 32
         else:
             G: tl.constexpr = 16
@@ -301,7 +306,9 @@ DECODE_ROWS = 16                                                       # tiles u
 # decode tiles: "dp4a" (int8 activations, CUDA-core int8 dot products: engine.kernels.dp4a_gemv), "imma"
 # (the same int8 activations on int8 tensor cores, 16 rows for the cost of one: engine.kernels.imma_matmul), "bf16"
 # (Q4_K dequantized to bfloat16 on tensor cores: engine.kernels.bf16_decode; other types dp4a), "gemv"
-# (CUDA cores in float32) or "mma" (tensor cores, the prompt tiles' kernel). One choice for the whole run:
+# (CUDA cores in float32), "mma" (tensor cores, the prompt tiles' kernel) or "q4k-mma" (Q4_K on int8 tensor
+# cores, every row count: engine.kernels.q4k_mma, on weights repacked in its order; other types dp4a). One
+# choice for the whole run:
 # every decode row is then computed by the same kernel. Measured in tests/gpu/bench_matmul.py.
 DECODE_KERNEL = os.environ.get("STRATA_DECODE_KERNEL", "dp4a")
 # prompt tiles (more than DECODE_ROWS rows, bfloat16 x): "mma" (the tensor-core kernel above: each program
@@ -339,7 +346,7 @@ def all_rows(n_real, t: int, device) -> torch.Tensor:
 
 def takes_q8(rows: int) -> bool:
     """Whether a tile of this many rows runs the int8 decode kernel (its x can come quantized)."""
-    return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "bf16")
+    return rows <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "bf16", "q4k-mma")
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None, xq=None) -> tuple[torch.Tensor, int]:
@@ -351,9 +358,12 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor | None = None,
     kernel. xq: the decode kernel's int8 x (dp4a_gemv.buffers) where the kernel that made x wrote it."""
     _check_x(x, w.k)
     kernel = None                                 # prompt tiles (and STRATA_DECODE_KERNEL=mma)
-    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv", "bf16"):
+    if x.shape[0] <= DECODE_ROWS and w.mma:       # Q4_K in the tensor-core order: every decode row there
+        from engine.kernels import q4k_mma
+        return q4k_mma.matmul_parts(x, w, all_rows(n_real, x.shape[0], x.device), xq)
+    if x.shape[0] <= DECODE_ROWS and DECODE_KERNEL in ("dp4a", "imma", "gemv", "bf16", "q4k-mma"):
         n_real = all_rows(n_real, x.shape[0], x.device)
-        kernel = DECODE_KERNEL if w.kind <= 4 else "dp4a"       # IQ4 decode rows: the int8 kernel only
+        kernel = DECODE_KERNEL if w.kind <= 4 and DECODE_KERNEL != "q4k-mma" else "dp4a"   # IQ4: int8 kernel only
     if kernel == "bf16":
         from engine.kernels import bf16_decode
         if w.kind in bf16_decode.KINDS:

@@ -63,6 +63,50 @@ def test_stacked_rows_are_views_of_the_same_values():
         cat([pack(a, QT.Q4_K, 512), pack(blocks(QT.Q8_0, 2, 512), QT.Q8_0, 512)])
 
 
+def test_tensor_core_order_holds_the_same_values():
+    """Q4_K codes in the tensor-core decode kernel's order (engine.kernels.q4k_mma): the same values,
+    16-row ranges and stacks as views, and no mixing of orders."""
+    from engine.kernels.packed import mma_order
+    data = blocks(QT.Q4_K, 48, 768, 14)
+    p = pack(data, QT.Q4_K, 768, mma=True)
+    ref = dequantize(data, QT.Q4_K, 48 * 768).reshape(48, 768)
+    assert p.mma and p.kind == 7 and same_bits(unpack(p), ref)
+    assert not torch.equal(p.codes, pack(data, QT.Q4_K, 768).codes)
+    assert torch.equal(mma_order(p.codes, 768, inverse=True), pack(data, QT.Q4_K, 768).codes)
+    assert same_bits(unpack(p.rows(16, 48)), ref[16:48])
+    both = cat([p.rows(32, 48), p.rows(0, 16)])
+    assert both.mma and same_bits(unpack(both), torch.cat((ref[32:48], ref[:16])))
+    with pytest.raises(ValueError, match="steps of 16"):
+        p.rows(3, 19)
+    with pytest.raises(ValueError, match="code order"):
+        cat([p, pack(data, QT.Q4_K, 768)])
+
+
+def test_tensor_core_order_is_the_mma_fragments():
+    """Where q4k_mma's lane (g, c) loads its four words for 16 weight rows, super-block sb and 64-value
+    pair j (word (ng K/256 + sb) 512 + 128 j + 4 lane + e), their bytes' nibbles are the A fragments of
+    PTX's mma m16n8k32 s8 (a0 / a2: row g, k 4c..4c+3 / 16+4c..19+4c; a1 / a3: row g + 8) of sub-block
+    2j (low nibbles) and 2j + 1 (high), with k running over the values 8c..8c+7 by c: the values the B
+    fragments hold, which the kernel loads as x's words 2c and 2c + 1 of the sub-block."""
+    n, k = 32, 512
+    data = blocks(QT.Q4_K, n, k, 15)
+    gguf = pack(data, QT.Q4_K, k).codes.reshape(n, k // 256, 4, 32)          # [row, sb, pair, byte]
+    words = pack(data, QT.Q4_K, k, mma=True).codes.view(torch.int32).reshape(-1)
+    value = [8 * (kk % 16 // 4) + kk % 4 + 4 * (kk // 16) for kk in range(32)]     # MMA k -> value in sub-block
+    for ng in range(n // 16):
+        for sb in range(k // 256):
+            for j in range(4):
+                a = torch.zeros(16, 32, dtype=torch.uint8)
+                for lane in range(32):
+                    g, c = lane // 4, lane % 4
+                    for e in range(4):
+                        w = words[(ng * (k // 256) + sb) * 512 + 128 * j + 4 * lane + e]
+                        row, k0 = g + 8 * (e % 2), 4 * c + 16 * (e // 2)
+                        a[row, k0:k0 + 4] = torch.tensor([w]).view(torch.uint8)
+                want = gguf[16 * ng:16 * ng + 16, sb, j][:, value]
+                assert torch.equal(a, want), (ng, sb, j)
+
+
 def kernel_module(name: str):
     """engine.kernels.<name>, under TRITON_INTERPRET=1 without a GPU; skips the test without triton."""
     if not torch.cuda.is_available():
@@ -116,6 +160,19 @@ def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> 
         rows = torch.randn(m, x.shape[1], generator=gen).to(x.device)
         rows[at] = x[7]
         assert torch.equal(linear(rows)[at], out[7]), (m, at)
+
+
+def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
+    """The prompt kernels (and unpack_values, dequantize) read Q4_K in the tensor-core order (kind 7)
+    as they read GGUF's: the same values and the same product bit for bit."""
+    data = blocks(QT.Q4_K, 48, 768, 16)
+    p, g = pack(data.to(DEV), QT.Q4_K, 768, mma=True), pack(data.to(DEV), QT.Q4_K, 768)
+    ref = dequantize(data, QT.Q4_K, 48 * 768).reshape(48, 768)
+    assert torch.equal(sm.unpack_values(p).cpu(), ref)
+    assert torch.equal(sm.dequantize(p, torch.float32).cpu(), ref)
+    monkeypatch.setattr(sm, "DECODE_KERNEL", "mma")
+    x = torch.randn(20, 768, generator=torch.Generator().manual_seed(17)).to(DEV)
+    assert torch.equal(sm.linear(x, p), sm.linear(x, g))
 
 
 @pytest.mark.parametrize("qt,rows,kernel", [(qt, 16, "gemv") for qt in TYPES if qt not in IQ4_TYPES]

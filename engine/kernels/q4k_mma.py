@@ -1,0 +1,226 @@
+"""Q4_K decode rows on int8 tensor cores (mma.sync m16n8k32, written in Gluon), one kernel for every row
+count of a decode tile.
+
+Why: the int8 decode kernel (engine.kernels.dp4a_gemv) gives each x row its own dp4a instructions and
+its own x loads, so eight rows cost about three times one (H200, llama-3-8b gate|up 28672x4096: 24 us at
+one row, 71 at eight; Nsight Compute at eight rows: 33 M warp instructions, occupancy 25% by
+registers, L1 74% busy). Here one MMA multiplies 16 weight rows by 8 x rows over 32 values, so the
+rows of a pass share every weight and x load and the integer work; what stays per (weight row, x row)
+is the float scaling of each 32-value sub-block.
+
+Arithmetic (the same for every element whatever the row count, so a row's bits do not depend on the
+rows beside it): x quantized per 32 values as for the int8 kernel (d, d * sum(q)); per 256-value
+super-block of a weight row, for each of its eight sub-blocks j in order
+    t = fma(float(sc_j * P_j), d_j, t)        (P_j: the exact int32 dot product of the codes and x's q)
+    m = fma(mn_j, s_j, m)
+then acc = fma(d, t, acc); acc = fma(-dmin, m, acc), super-blocks in order within each warp's share of K,
+the warps' sums added in a fixed tree (`gl.sum`). fp fusion off: the FMAs are the ones spelled.
+
+Layout: a program is 16 weight rows and W warps (`warps`: a function of the weight's shape only), each
+over 1/W of K's super-blocks; the real rows run in passes of 8 (the MMA's N), rows past the real count
+get zeros. The codes come in the order the A fragments load (packed.mma_order: the loader repacks Q4_K
+so when this is the decode kernel), one 16-byte load per lane per 64 values; x's int8 words are read
+as they lie (two words per lane and k-step). A 1-row tile (ONE) reads row 0 in every column and
+scales only the even columns. The first super-block's weights are loaded before the kernel waits for
+the one before it (programmatic dependent launch, engine.kernels.pdl).
+
+Measured on an H200 (tests/gpu/run_q4k_final.sh, llama-3-8b shape Q4_K, 2026-12-03): the decode tile's
+Q4_K kernels take 2.12 ms at 1 row (129 launches; the whole tile 2.30 ms, with the int8 kernel 2.04)
+and 3.77 ms at 8 rows (the int8 kernel's 4.99); `strata bench` 417.6 tok/s for one stream (int8 kernel 464.7) and 1,696 for 8 streams
+(1,340). Alone, L2-warm (tests/gpu/bench_q4k_mma.py): gate|up 28672x4096 25.1 / 44.4 / 82.5 us at
+1 / 8 / 16 rows (int8 kernel 22.8 / 69.8 / 133.6), down 4096x14336 10.6 / 19.5 / 37.1 (3.19 TB/s at 1 row).
+Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+except ImportError:                                   # a triton without Gluon: the int8 kernel serves Q4_K
+    gluon = None
+
+def available(device) -> bool:
+    """Whether this kernel can run on `device` (a CUDA device of compute capability 8.0+, Gluon present)."""
+    return gluon is not None and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+if gluon is not None:
+    def _epi_asm(sub: int, one: bool) -> str:
+        """t, m += sub-block `sub`'s share. Operands: t $0-3, m $4-7 (out); P $8-11, row g's and row g+8's
+        sub words $12-15 / $16-19 (scales 0-3, 4-7, mins 0-3, 4-7), x's (d, s) of the pair's two sub-blocks
+        for column 2c $20-23 and column 2c+1 $24-27, t $28-31, m $32-35 (in). float(sc * P) and float(mn)
+        exactly by the 2^23 trick (|sc P| < 2^22). one: column 2c only (a 1-row tile: column 2c+1 is past
+        its rows, its t and m left unset)."""
+        w, off, sel, h = sub // 4, 8 * (sub % 4), 0x7540 + sub % 4, sub % 2
+        lines = [f"bfe.u32 a, ${12 + w}, {off}, 8;", f"bfe.u32 b, ${16 + w}, {off}, 8;",
+                 "mov.b32 k, 0x4B000000;", f"prmt.b32 ma, ${14 + w}, k, {sel};", f"prmt.b32 mb, ${18 + w}, k, {sel};",
+                 "sub.rn.f32 ma, ma, 0f4B000000;", "sub.rn.f32 mb, mb, 0f4B000000;"]
+        for e in ((0, 2) if one else range(4)):
+            r, d = ("a", "b")[e // 2], 20 + 4 * (e % 2) + 2 * h
+            lines += [f"mad.lo.s32 q{e}, ${8 + e}, {r}, 0x4B400000;", f"sub.rn.f32 q{e}, q{e}, 0f4B400000;",
+                      f"fma.rn.f32 ${e}, q{e}, ${d}, ${28 + e};", f"fma.rn.f32 ${4 + e}, m{r}, ${d + 1}, ${32 + e};"]
+        return "{\n.reg .b32 a, b, q0, q1, q2, q3, ma, mb, k;\n" + "\n".join(lines) + "\n}"
+
+    _EPI = gl.constexpr(tuple(_epi_asm(s, False) for s in range(8)) + tuple(_epi_asm(s, True) for s in range(8)))
+    _EPI_IO = gl.constexpr(",".join(["=f"] * 8 + ["r"] * 12 + ["f"] * 16))
+    # P of 16 weight rows by 8 x rows over 32 values: A $4-7 (codes' nibbles), B $8-9 (even k-step) or $10-11
+    _MMA = gl.constexpr(tuple(
+        "{ .reg .b32 z; mov.b32 z, 0; mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+        "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {" + b + "}, {z,z,z,z}; }" for b in ("$8,$9", "$10,$11")))
+    _FIN_IO = gl.constexpr(",".join(["=f"] * 4 + ["f"] * 16))
+    # acc $0-3 from acc $4-7, t $8-11, m $12-15 and (d, dmin) of rows g, g+8 $16-19
+    _FIN = gl.constexpr("""{
+.reg .b32 n0, n1;
+neg.f32 n0, $17;
+neg.f32 n1, $19;
+fma.rn.f32 $0, $16, $8, $4;
+fma.rn.f32 $1, $16, $9, $5;
+fma.rn.f32 $2, $18, $10, $6;
+fma.rn.f32 $3, $18, $11, $7;
+fma.rn.f32 $0, n0, $12, $0;
+fma.rn.f32 $1, n0, $13, $1;
+fma.rn.f32 $2, n1, $14, $2;
+fma.rn.f32 $3, n1, $15, $3;
+}""")
+
+    @gluon.jit
+    def _k_step(cw, xv, sg, sg8, x0, x1, t, m, HIGH: gl.constexpr, SUB: gl.constexpr, ONE: gl.constexpr):
+        """One 32-value sub-block: the MMA of the codes' low (or high) nibbles with x, then its scaling."""
+        if HIGH:
+            a = (cw >> 4) & 0x0F0F0F0F
+        else:
+            a = cw & 0x0F0F0F0F
+        p = gl.inline_asm_elementwise(_MMA[HIGH], "=r,=r,=r,=r,r,r,r,r,r,r,r,r", [a, xv], dtype=gl.int32,
+                                      is_pure=True, pack=4)
+        return gl.inline_asm_elementwise(_EPI[SUB + 8 * ONE], _EPI_IO, [p, sg, sg8, x0, x1, t, m],
+                                         dtype=(gl.float32, gl.float32), is_pure=True, pack=4)
+
+    @gluon.jit
+    def _pair(cw, xp, xsp, KS, sg, sg8, t, m, J: gl.constexpr, ONE: gl.constexpr):
+        """Sub-blocks 2J (the codes' low nibbles) and 2J + 1 (high) of a super-block."""
+        xv = gl.load(xp + 16 * J)
+        x0 = gl.load(xsp + 4 * J)                      # (d, s) of sub-blocks 2J, 2J + 1: column 2c
+        if ONE:
+            x1 = x0
+        else:
+            x1 = gl.load(xsp + KS + 4 * J)             # column 2c + 1
+        t, m = _k_step(cw, xv, sg, sg8, x0, x1, t, m, 0, 2 * J, ONE)
+        return _k_step(cw, xv, sg, sg8, x0, x1, t, m, 1, 2 * J + 1, ONE)
+
+    @gluon.jit
+    def pdl_enter(PDL: gl.constexpr):
+        """engine.kernels.pdl.enter in Gluon: wait for the kernel before, then let the next one launch."""
+        if PDL:
+            gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+
+    @gluon.jit
+    def _weights(cp, sp, dp, sb, SB):
+        """The weights of each warp's sb-th super-block: codes of its four pairs, rows g's and g+8's sub
+        words, (d, dmin) of rows g and g+8 in float32."""
+        o = sb * 512
+        return (gl.load(cp + o), gl.load(cp + o + 128), gl.load(cp + o + 256), gl.load(cp + o + 384),
+                gl.load(sp + sb * 4), gl.load(sp + sb * 4 + 32 * SB), gl.load(dp + sb * 2).to(gl.float32))
+
+    @gluon.jit
+    def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
+                    W: gl.constexpr, ONE: gl.constexpr, PDL: gl.constexpr):
+        # a program: 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW), its sum added to the
+        # other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp, one row of 4 words.
+        L: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 32, 1], [W, 1, 1], [2, 1, 0])
+        O: gl.constexpr = gl.SliceLayout(0, L)
+        Z: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+        ng = gl.program_id(0)
+        wv = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None]
+        lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
+        e = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :]
+        g = lane // 4
+        c = lane % 4
+        SB = K // 256
+        row = ng.to(gl.int64) * 16 + g
+        sb0 = wv * SPW                                # the warp's first super-block
+        cp = codes + (ng.to(gl.int64) * SB * 512 + lane * 4) + e + sb0 * 512  # pair j of its i-th: + (4 i + j) * 128
+        sp = sub + row * SB * 4 + e + sb0 * 4          # row g's sub words: + 4 i; row g + 8's: + 32 SB
+        dp = scales + row * SB * 2 + ((e // 2) * 16 * SB + e % 2) + sb0 * 2    # (d, dmin) of rows g, g + 8: + 2 i
+        # the first super-block's weights are on their way before the kernel before has finished
+        c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+        pdl_enter(PDL)
+        M = gl.minimum(gl.load(nreal_ptr), T)
+        xe = (e % 2) + 8 * (e // 2)                    # x words: b0, b1 of the even k-step, then the odd one's
+        lo = gl.arange(0, 32, layout=gl.SliceLayout(1, O))[:, None]
+        eo = gl.arange(0, 4, layout=gl.SliceLayout(0, O))[None, :]
+        for r0 in range(0, M, 8):
+            if ONE:                                    # a 1-row tile: every column reads row 0
+                xp = q + 2 * c + xe + sb0 * 64
+                xsp = ds + e + 0 * c + sb0 * 16
+            else:
+                xp = q + ((r0 + g).to(gl.int64) * KW + 2 * c) + xe + sb0 * 64  # + 64 i + 16 j words
+                xsp = ds + ((r0 + 2 * c).to(gl.int64) * KS) + e + sb0 * 16     # + 16 i + 2 sub
+            acc = gl.zeros((W, 32, 4), gl.float32, L)
+            for i in range(SPW):
+                n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
+                t = gl.zeros((W, 32, 4), gl.float32, L)
+                m = gl.zeros((W, 32, 4), gl.float32, L)
+                xq = xp + i * 64
+                xsq = xsp + i * 16
+                t, m = _pair(c0, xq, xsq, KS, sg, sg8, t, m, 0, ONE)
+                t, m = _pair(c1, xq, xsq, KS, sg, sg8, t, m, 1, ONE)
+                t, m = _pair(c2, xq, xsq, KS, sg, sg8, t, m, 2, ONE)
+                t, m = _pair(c3, xq, xsq, KS, sg, sg8, t, m, 3, ONE)
+                acc = gl.inline_asm_elementwise(_FIN, _FIN_IO, [acc, t, m, dm], dtype=gl.float32, is_pure=True,
+                                                pack=4)
+                c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
+            tot = gl.sum(acc, axis=0)                  # the warps' sums, in the reduction's fixed order
+            n = ng * 16 + lo // 4 + 8 * (eo // 2)
+            col = r0 + 2 * (lo % 4) + eo % 2
+            gl.store(out + col * stride_om + n, tot, mask=col < M)
+            if r0 + 8 < M:                             # another pass: its first super-blocks again
+                c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+        rows = ng * 16 + gl.arange(0, 16 * W, layout=Z) % 16
+        zero = gl.zeros((16 * W,), gl.float32, Z)
+        for r in range(M, T):
+            gl.store(out + r * stride_om + rows, zero)
+
+
+def warps(n: int, k: int) -> int:
+    """Warps a program (each over its share of K's super-blocks): 8 for fewer than 1,024 groups of 16 rows
+    (more warps on few rows), else 4, halved until they divide the super-blocks. The shape's alone."""
+    blocks = k // 256
+    w = 8 if n // 16 < 1024 else 4
+    while blocks % w:
+        w //= 2
+    return w
+
+
+def supports(w) -> bool:
+    """Whether w's decode rows can run here: Q4_K with its codes in this kernel's order (packed.mma_order,
+    which needs N a multiple of 16; K is one of 256)."""
+    return gluon is not None and w.mma
+
+
+def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None) -> tuple[torch.Tensor, int]:
+    """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
+    (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
+    nw: warps a program, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
+    for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4 holding the
+    MMA's A registers a0..a3 for k = 4c..4c+3 and 16+4c..19+4c of rows g and g + 8, so its k runs over the
+    sub-block's values in the order 8c..8c+7 by c: the order the B fragments take x in, two words at 8c; a dot
+    product of integers does not depend on the order)."""
+    if not supports(w):
+        raise ValueError("engine.kernels.q4k_mma runs Q4_K weights packed in its code order (pack(..., mma=True))")
+    from engine.kernels import dp4a_gemv, pdl
+    t = x.shape[0]
+    nw = nw or warps(w.n, w.k)
+    part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
+    if t == 0:
+        return part, 1
+    q, ds = xq if xq is not None else dp4a_gemv.quantize(x)     # (buffers of whole passes of 8 rows)
+    _q4k_kernel[(w.n // 16,)](
+        q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
+        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, ONE=t == 1, num_warps=nw,
+        enable_fp_fusion=False, **pdl.launch(x.device))
+    return part, 1
