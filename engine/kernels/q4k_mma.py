@@ -33,6 +33,8 @@ Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and a
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 
@@ -41,6 +43,11 @@ try:
     from triton.experimental.gluon import language as gl
 except ImportError:                                   # a triton without Gluon: the int8 kernel serves Q4_K
     gluon = None
+
+# super-blocks after its first that each warp pulls into L2 before the kernel before it has finished (0-2;
+# one 128-byte line a lane; with programmatic dependent launch only): STRATA_Q4K_PF
+PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "2"))
+
 
 def available(device) -> bool:
     """Whether this kernel can run on `device` (a CUDA device of compute capability 8.0+, Gluon present)."""
@@ -119,6 +126,12 @@ fma.rn.f32 $3, n1, $15, $3;
                                       is_pure=False, pack=1)
 
     @gluon.jit
+    def prefetch_l2(ptrs, mask):
+        """engine.kernels.pdl.prefetch_l2 in Gluon: pull the lines at ptrs (where mask) into L2."""
+        gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; } // $0",
+                                  "=r,l,r", [ptrs, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
     def _weights(cp, sp, dp, sb, SB):
         """The weights of each warp's sb-th super-block: codes of its four pairs, rows g's and g+8's sub
         words, (d, dmin) of rows g and g+8 in float32."""
@@ -128,7 +141,7 @@ fma.rn.f32 $3, n1, $15, $3;
 
     @gluon.jit
     def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
-                    W: gl.constexpr, ONE: gl.constexpr, PDL: gl.constexpr):
+                    W: gl.constexpr, ONE: gl.constexpr, PDL: gl.constexpr, PF: gl.constexpr):
         # a program: 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW), its sum added to the
         # other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp, one row of 4 words.
         L: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 32, 1], [W, 1, 1], [2, 1, 0])
@@ -148,6 +161,10 @@ fma.rn.f32 $3, n1, $15, $3;
         dp = scales + row * SB * 2 + ((e // 2) * 16 * SB + e % 2) + sb0 * 2    # (d, dmin) of rows g, g + 8: + 2 i
         # the first super-block's weights are on their way before the kernel before has finished
         c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+        if PDL:                                        # and the next PF of each warp into L2 (lane: a line)
+            if PF > 0:
+                line = codes + (ng.to(gl.int64) * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
+                prefetch_l2(line, (lane // 16 < PF) & (lane // 16 < SPW - 1) & (e == 0))
         pdl_enter(PDL)
         M = gl.minimum(gl.load(nreal_ptr), T)
         xe = (e % 2) + 8 * (e // 2)                    # x words: b0, b1 of the even k-step, then the odd one's
@@ -221,6 +238,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     q, ds = xq if xq is not None else dp4a_gemv.quantize(x)     # (buffers of whole passes of 8 rows)
     _q4k_kernel[(w.n // 16,)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
-        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, ONE=t == 1, num_warps=nw,
+        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, ONE=t == 1, PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

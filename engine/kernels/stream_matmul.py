@@ -34,6 +34,19 @@ MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
 
 
 @triton.jit
+def _q4k_values(scales, sub, sb, g, ok, lo, hi):
+    """Q4_K values of pair g's low and high nibbles (lo, hi as float32) in super-block sb (row * K/256 + c):
+    engine.quant's (d * sc) * q - dmin * mn."""
+    d = tl.load(scales + sb * 2, mask=ok, other=0.0).to(tl.float32)
+    dmin = tl.load(scales + sb * 2 + 1, mask=ok, other=0.0).to(tl.float32)
+    sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=ok, other=0).to(tl.float32)
+    sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=ok, other=0).to(tl.float32)
+    mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=ok, other=0).to(tl.float32)
+    mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=ok, other=0).to(tl.float32)
+    return (d * sc_lo) * lo - dmin * mn_lo, (d * sc_hi) * hi - dmin * mn_hi
+
+
+@triton.jit
 def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     """Weight rows n's values in 256-value chunk c, float32 with engine.quant's formulas: Q8_0 w [BN, 8, 32]
     (value c*256 + 32 g + j); 4-bit types (w_lo, w_hi) [BN, NG, G], byte j of group g's low nibble
@@ -70,15 +83,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             lo = (b & 0xF).to(tl.float32)
             hi = (b >> 4).to(tl.float32)
         if KIND == 4 or KIND == 7:
-            sb = nn * (K // 256) + c
-            d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
-            dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
-            sc_lo = tl.load(sub + sb * 16 + 2 * g, mask=okn, other=0).to(tl.float32)
-            sc_hi = tl.load(sub + sb * 16 + 2 * g + 1, mask=okn, other=0).to(tl.float32)
-            mn_lo = tl.load(sub + sb * 16 + 8 + 2 * g, mask=okn, other=0).to(tl.float32)
-            mn_hi = tl.load(sub + sb * 16 + 9 + 2 * g, mask=okn, other=0).to(tl.float32)
-            w_lo = (d * sc_lo) * lo - dmin * mn_lo
-            w_hi = (d * sc_hi) * hi - dmin * mn_hi
+            w_lo, w_hi = _q4k_values(scales, sub, nn * (K // 256) + c, g, okn, lo, hi)
         elif KIND == 5 or KIND == 6:                  # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
             # (packed.iq4_words: a run's word w holds values 4 w .. 4 w + 3, then 16 on, a nibble each)
             words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
@@ -152,28 +157,45 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
 @triton.jit
 def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: tl.constexpr):
     """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
-    n = tl.program_id(0) * BN + tl.arange(0, BN)
     c = tl.program_id(1)
-    n_ok = n < N
-    w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
-    nn = n.to(tl.int64)[:, None, None]
-    if KIND == 1:
-        g = tl.arange(0, 8)[None, :, None]
-        j = tl.arange(0, 32)[None, None, :]
-        kk = c * 256 + g * 32 + j
-        tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=n_ok[:, None, None] & (kk < K))
+    if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 512 words,
+        # read whole; word w = 128 pair + 4 lane + e holds bytes 8 (lane % 4) + 4 (e // 2) .. + 3 of the pair's
+        # 32 of row lane // 4 + 8 (e % 2) (packed.mma_order)
+        w = tl.arange(0, 512)[:, None]
+        b = tl.arange(0, 4)[None, :]
+        words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
+        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512 + w)
+        q = (wd >> (8 * b)) & 0xFF
+        pair = w // 128
+        lane = (w // 4) % 32
+        nr = tl.program_id(0).to(tl.int64) * 16 + lane // 4 + 8 * (w % 2)
+        kk = c * 256 + pair * 64 + 8 * (lane % 4) + 4 * ((w % 4) // 2) + b
+        w_lo, w_hi = _q4k_values(scales, sub, nr * (K // 256) + c, pair, nr < N, (q & 0xF).to(tl.float32),
+                                 (q >> 4).to(tl.float32))
+        tl.store(out_ptr + nr * K + kk, w_lo.to(out_ptr.dtype.element_ty))
+        tl.store(out_ptr + nr * K + kk + 32, w_hi.to(out_ptr.dtype.element_ty))
     else:
-        if KIND == 4 or KIND == 7:
-            G: tl.constexpr = 32
+        n = tl.program_id(0) * BN + tl.arange(0, BN)
+        n_ok = n < N
+        w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
+        nn = n.to(tl.int64)[:, None, None]
+        if KIND == 1:
+            g = tl.arange(0, 8)[None, :, None]
+            j = tl.arange(0, 32)[None, None, :]
+            kk = c * 256 + g * 32 + j
+            tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=n_ok[:, None, None] & (kk < K))
         else:
-            G: tl.constexpr = 16
-        NG: tl.constexpr = 128 // G
-        g = tl.arange(0, NG)[None, :, None]
-        j = tl.arange(0, G)[None, None, :]
-        kk = c * 256 + g * (2 * G) + j
-        ok = n_ok[:, None, None] & (kk < K)
-        tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=ok)
-        tl.store(out_ptr + nn * K + kk + G, w_hi.to(out_ptr.dtype.element_ty), mask=ok)
+            if KIND == 4:
+                G: tl.constexpr = 32
+            else:
+                G: tl.constexpr = 16
+            NG: tl.constexpr = 128 // G
+            g = tl.arange(0, NG)[None, :, None]
+            j = tl.arange(0, G)[None, None, :]
+            kk = c * 256 + g * (2 * G) + j
+            ok = n_ok[:, None, None] & (kk < K)
+            tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=ok)
+            tl.store(out_ptr + nn * K + kk + G, w_hi.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit

@@ -242,6 +242,10 @@ FAULTS = [
     Fault("mma-order-prompt-index", "engine/kernels/stream_matmul.py",
           "+ ((nn % 16) // 8) * 4 + j % 4)", "+ ((nn % 16) // 8) * 8 + j % 4)",
           [PK + "test_kernels_read_the_tensor_core_order"]),
+    # the dequantizing kernel (prompt tiles) putting a word of row g + 8 in row g's place
+    Fault("mma-order-dequant-rows", "engine/kernels/stream_matmul.py",
+          "lane // 4 + 8 * (w % 2)", "lane // 4 + 8 * ((w % 4) // 2)",
+          [PK + "test_kernels_read_the_tensor_core_order"]),
     # the tensor-core decode kernel taking a sub-block's minimum from its scale's byte (PTX: GPU only,
     # tests/engine/test_q4k_mma.py)
     Fault("q4k-mma-mins-from-scales", "engine/kernels/q4k_mma.py",
