@@ -45,8 +45,9 @@ except ImportError:                                   # a triton without Gluon: 
     gluon = None
 
 # super-blocks after its first that each warp pulls into L2 before the kernel before it has finished (0-2;
-# one 128-byte line a lane; with programmatic dependent launch only): STRATA_Q4K_PF
-PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "2"))
+# one 128-byte line a lane; with programmatic dependent launch only): STRATA_Q4K_PF. Off: H200, 8B shape
+# (tests/gpu/run_q4k_pf.sh) one stream 405.9 / 406.0 tok/s with 2 against 427.7 with 0, eight 1,658 against 1,699
+PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "0"))
 
 
 def available(device) -> bool:

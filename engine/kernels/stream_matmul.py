@@ -159,17 +159,20 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
     """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
     c = tl.program_id(1)
     if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 512 words,
-        # read whole; word w = 128 pair + 4 lane + e holds bytes 8 (lane % 4) + 4 (e // 2) .. + 3 of the pair's
-        # 32 of row lane // 4 + 8 (e % 2) (packed.mma_order)
-        w = tl.arange(0, 512)[:, None]
-        b = tl.arange(0, 4)[None, :]
+        # read whole; word 128 pair + 16 g + 4 c + 2 h + r holds bytes 8 c + 4 h .. + 3 of the pair's 32 of
+        # row g + 8 r (packed.mma_order), so the scales take [pair, g, r] alone
+        pair = tl.arange(0, 4)[:, None, None, None, None, None]
+        g = tl.arange(0, 8)[None, :, None, None, None, None]
+        cc = tl.arange(0, 4)[None, None, :, None, None, None]
+        h = tl.arange(0, 2)[None, None, None, :, None, None]
+        r = tl.arange(0, 2)[None, None, None, None, :, None]
+        b = tl.arange(0, 4)[None, None, None, None, None, :]
         words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
-        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512 + w)
+        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512
+                     + (pair * 128 + g * 16 + cc * 4 + h * 2 + r))
         q = (wd >> (8 * b)) & 0xFF
-        pair = w // 128
-        lane = (w // 4) % 32
-        nr = tl.program_id(0).to(tl.int64) * 16 + lane // 4 + 8 * (w % 2)
-        kk = c * 256 + pair * 64 + 8 * (lane % 4) + 4 * ((w % 4) // 2) + b
+        nr = tl.program_id(0).to(tl.int64) * 16 + g + 8 * r
+        kk = c * 256 + pair * 64 + 8 * cc + 4 * h + b
         w_lo, w_hi = _q4k_values(scales, sub, nr * (K // 256) + c, pair, nr < N, (q & 0xF).to(tl.float32),
                                  (q >> 4).to(tl.float32))
         tl.store(out_ptr + nr * K + kk, w_lo.to(out_ptr.dtype.element_ty))
