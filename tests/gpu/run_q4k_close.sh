@@ -9,6 +9,7 @@ exec > >(tee "$OUT/log.txt") 2>&1
 check "kernel and layout tests" tail_of 12 timeout 300 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_q4k_mma.py tests/engine/test_packed.py -k "q4k or tensor_core or dequantize_kernel or unpack"
 check "dequantize gguf vs mma order" timeout 120 python3 tests/gpu/bench_dequant.py
+check "matmul 8b q4k_mma beside dp4a" timeout 200 python3 tests/gpu/bench_q4k_mma.py
 l8b_and_smol
 exact_layouts
 for m in q4k-mma dp4a q4k-mma; do
