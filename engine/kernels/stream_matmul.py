@@ -159,20 +159,20 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
     """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
     c = tl.program_id(1)
     if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 512 words,
-        # read whole; word 128 pair + 16 g + 4 c + 2 h + r holds bytes 8 c + 4 h .. + 3 of the pair's 32 of
-        # row g + 8 r (packed.mma_order), so the scales take [pair, g, r] alone
-        pair = tl.arange(0, 4)[:, None, None, None, None, None]
-        g = tl.arange(0, 8)[None, :, None, None, None, None]
-        cc = tl.arange(0, 4)[None, None, :, None, None, None]
-        h = tl.arange(0, 2)[None, None, None, :, None, None]
-        r = tl.arange(0, 2)[None, None, None, None, :, None]
-        b = tl.arange(0, 4)[None, None, None, None, None, :]
+        # read 16 bytes a lane as q4k_mma reads it: lane (pair, g, c) holds bytes 8 c + 4 h .. + 3 of the pair's
+        # 32 of row g + 8 r in word 2 h + r (packed.mma_order), so the scales take [lane, r] alone
+        u = tl.arange(0, 128)[:, None]                # 32 pair + 4 g + c
         words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
-        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512
-                     + (pair * 128 + g * 16 + cc * 4 + h * 2 + r))
+        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512 + u * 4 + tl.arange(0, 4)[None, :])
+        wd = tl.reshape(wd, (128, 2, 2))[:, :, :, None]                   # [lane, h, r, 1]
+        u = u[:, :, None, None]
+        h = tl.arange(0, 2)[None, :, None, None]
+        r = tl.arange(0, 2)[None, None, :, None]
+        b = tl.arange(0, 4)[None, None, None, :]
         q = (wd >> (8 * b)) & 0xFF
-        nr = tl.program_id(0).to(tl.int64) * 16 + g + 8 * r
-        kk = c * 256 + pair * 64 + 8 * cc + 4 * h + b
+        pair = u // 32
+        nr = tl.program_id(0).to(tl.int64) * 16 + (u % 32) // 4 + 8 * r
+        kk = c * 256 + pair * 64 + 8 * (u % 4) + 4 * h + b
         w_lo, w_hi = _q4k_values(scales, sub, nr * (K // 256) + c, pair, nr < N, (q & 0xF).to(tl.float32),
                                  (q >> 4).to(tl.float32))
         tl.store(out_ptr + nr * K + kk, w_lo.to(out_ptr.dtype.element_ty))

@@ -244,7 +244,7 @@ FAULTS = [
           [PK + "test_kernels_read_the_tensor_core_order"]),
     # the dequantizing kernel (prompt tiles) putting a word of row g + 8 in row g's place
     Fault("mma-order-dequant-rows", "engine/kernels/stream_matmul.py",
-          "+ g * 16 + cc * 4 + h * 2 + r))", "+ g * 16 + cc * 4 + r * 2 + h))",
+          "wd = tl.reshape(wd, (128, 2, 2))[:, :, :, None]", "wd = tl.reshape(wd, (128, 2, 2)).permute(0, 2, 1)[:, :, :, None]",
           [PK + "test_kernels_read_the_tensor_core_order"]),
     # the tensor-core decode kernel taking a sub-block's minimum from its scale's byte (PTX: GPU only,
     # tests/engine/test_q4k_mma.py)
