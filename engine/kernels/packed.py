@@ -83,13 +83,13 @@ def supports(qtype, k: int) -> bool:
 
 def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:
     """Q4_K code bytes [N, K/2] (N a multiple of 16) in GGUF's order -> engine.kernels.q4k_mma's (or back):
-    per 16 rows, super-block sb and 64-value pair j, lane (g, c) of a warp holds 16 bytes: bytes 8c..8c+3
-    of the pair's 32 of row g, of row g + 8, then bytes 8c+4..8c+7 of row g, of row g + 8."""
+    per 16 rows, super-block sb and 64-value pair j, lane (g, c) of a warp holds 16 bytes: bytes 8c..8c+7
+    of the pair's 32 of row g, then of row g + 8."""
     n = codes.shape[0]
-    if inverse:     # [ng, sb, j, g, c, half, g8, b] -> [ng, g8, g, sb, j, c, half, b]
-        v = codes.reshape(n // 16, k // 256, 4, 8, 4, 2, 2, 4).permute(0, 6, 3, 1, 2, 4, 5, 7)
+    if inverse:     # [ng, sb, j, g, c, g8, i] -> [ng, g8, g, sb, j, c, i]
+        v = codes.reshape(n // 16, k // 256, 4, 8, 4, 2, 8).permute(0, 5, 3, 1, 2, 4, 6)
     else:
-        v = codes.reshape(n // 16, 2, 8, k // 256, 4, 4, 2, 4).permute(0, 3, 4, 2, 5, 6, 1, 7)
+        v = codes.reshape(n // 16, 2, 8, k // 256, 4, 4, 8).permute(0, 3, 4, 2, 5, 1, 6)
     return v.contiguous().reshape(n, k // 2)
 
 

@@ -74,10 +74,11 @@ if gluon is not None:
 
     _EPI = gl.constexpr(tuple(_epi_asm(s, False) for s in range(8)) + tuple(_epi_asm(s, True) for s in range(8)))
     _EPI_IO = gl.constexpr(",".join(["=f"] * 8 + ["r"] * 12 + ["f"] * 16))
-    # P of 16 weight rows by 8 x rows over 32 values: A $4-7 (codes' nibbles), B $8-9 (even k-step) or $10-11
+    # P of 16 weight rows by 8 x rows over 32 values: A $4-7 (codes' nibbles: row g's two words, then row g + 8's,
+    # so a0..a3 are $4, $6, $5, $7), B $8-9 (even k-step) or $10-11
     _MMA = gl.constexpr(tuple(
         "{ .reg .b32 z; mov.b32 z, 0; mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-        "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {" + b + "}, {z,z,z,z}; }" for b in ("$8,$9", "$10,$11")))
+        "{$0,$1,$2,$3}, {$4,$6,$5,$7}, {" + b + "}, {z,z,z,z}; }" for b in ("$8,$9", "$10,$11")))
     _FIN_IO = gl.constexpr(",".join(["=f"] * 4 + ["f"] * 16))
     # acc $0-3 from acc $4-7, t $8-11, m $12-15 and (d, dmin) of rows g, g+8 $16-19
     _FIN = gl.constexpr("""{
@@ -224,8 +225,9 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
     nw: warps a program, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
-    for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4 holding the
-    MMA's A registers a0..a3 for k = 4c..4c+3 and 16+4c..19+4c of rows g and g + 8, so its k runs over the
+    for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes 8c..8c+7
+    of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3 and
+    16+4c..19+4c of rows g and g + 8), so its k runs over the
     sub-block's values in the order 8c..8c+7 by c: the order the B fragments take x in, two words at 8c; a dot
     product of integers does not depend on the order)."""
     if not supports(w):

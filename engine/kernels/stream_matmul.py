@@ -76,7 +76,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             ok = okn & (kb < K // 2)
             if KIND == 7:                             # Q4_K in the tensor-core order (packed.mma_order)
                 at = ((((nn // 16) * (K // 256) + c) * 4 + g) * 512 + ((nn % 8) * 4 + j // 8) * 16
-                      + ((j % 8) // 4) * 8 + ((nn % 16) // 8) * 4 + j % 4)
+                      + ((nn % 16) // 8) * 8 + j % 8)
             else:
                 at = nn * (K // 2) + kb
             b = tl.load(codes + at, mask=ok, other=0).to(tl.int32)
@@ -158,21 +158,16 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
 def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: tl.constexpr):
     """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
     c = tl.program_id(1)
-    if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 512 words,
-        # read 16 bytes a lane as q4k_mma reads it: lane (pair, g, c) holds bytes 8 c + 4 h .. + 3 of the pair's
-        # 32 of row g + 8 r in word 2 h + r (packed.mma_order), so the scales take [lane, r] alone
-        u = tl.arange(0, 128)[:, None]                # 32 pair + 4 g + c
-        words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
-        wd = tl.load(words + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 512 + u * 4 + tl.arange(0, 4)[None, :])
-        wd = tl.reshape(wd, (128, 2, 2))[:, :, :, None]                   # [lane, h, r, 1]
-        u = u[:, :, None, None]
-        h = tl.arange(0, 2)[None, :, None, None]
-        r = tl.arange(0, 2)[None, None, :, None]
-        b = tl.arange(0, 4)[None, None, None, :]
-        q = (wd >> (8 * b)) & 0xFF
+    if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 2048 bytes,
+        # read 16 bytes a lane as q4k_mma reads it: lane u = 32 pair + 4 g + c holds bytes 8 c .. 8 c + 7 of the
+        # pair's 32 of row g, then of row g + 8 (packed.mma_order), so the scales take [u, r] alone
+        u = tl.arange(0, 128)[:, None, None]
+        r = tl.arange(0, 2)[None, :, None]
+        i = tl.arange(0, 8)[None, None, :]
+        q = tl.load(codes + (tl.program_id(0).to(tl.int64) * (K // 256) + c) * 2048 + u * 16 + r * 8 + i)
         pair = u // 32
         nr = tl.program_id(0).to(tl.int64) * 16 + (u % 32) // 4 + 8 * r
-        kk = c * 256 + pair * 64 + 8 * (u % 4) + 4 * h + b
+        kk = c * 256 + pair * 64 + 8 * (u % 4) + i
         w_lo, w_hi = _q4k_values(scales, sub, nr * (K // 256) + c, pair, nr < N, (q & 0xF).to(tl.float32),
                                  (q >> 4).to(tl.float32))
         tl.store(out_ptr + nr * K + kk, w_lo.to(out_ptr.dtype.element_ty))

@@ -85,7 +85,8 @@ def test_tensor_core_order_holds_the_same_values():
 def test_tensor_core_order_is_the_mma_fragments():
     """Where q4k_mma's lane (g, c) loads its four words for 16 weight rows, super-block sb and 64-value
     pair j (word (ng K/256 + sb) 512 + 128 j + 4 lane + e), their bytes' nibbles are the A fragments of
-    PTX's mma m16n8k32 s8 (a0 / a2: row g, k 4c..4c+3 / 16+4c..19+4c; a1 / a3: row g + 8) of sub-block
+    PTX's mma m16n8k32 s8 (a0 / a2: row g, k 4c..4c+3 / 16+4c..19+4c; a1 / a3: row g + 8; the words in the
+    order a0, a2, a1, a3) of sub-block
     2j (low nibbles) and 2j + 1 (high), with k running over the values 8c..8c+7 by c: the values the B
     fragments hold, which the kernel loads as x's words 2c and 2c + 1 of the sub-block."""
     n, k = 32, 512
@@ -101,7 +102,7 @@ def test_tensor_core_order_is_the_mma_fragments():
                     g, c = lane // 4, lane % 4
                     for e in range(4):
                         w = words[(ng * (k // 256) + sb) * 512 + 128 * j + 4 * lane + e]
-                        row, k0 = g + 8 * (e % 2), 4 * c + 16 * (e // 2)
+                        row, k0 = g + 8 * (e // 2), 4 * c + 16 * (e % 2)
                         a[row, k0:k0 + 4] = torch.tensor([w]).view(torch.uint8)
                 want = gguf[16 * ng:16 * ng + 16, sb, j][:, value]
                 assert torch.equal(a, want), (ng, sb, j)

@@ -234,17 +234,17 @@ FAULTS = [
           "        mn_lo = tl.load(gp + 8, mask=uok, other=0).to(tl.float32)",
           "        mn_lo = tl.load(gp + 9, mask=uok, other=0).to(tl.float32)",
           [GK + "test_packed_block_decode_tile_is_row_invariant_and_right[Q4_K-dp4a+mma]"]),
-    # Q4_K codes in the tensor-core order with row g + 8's words where row g's belong (and back)
+    # Q4_K codes in the tensor-core order with a lane's quarter and its row half swapped
     Fault("mma-order-rows-swapped", "engine/kernels/packed.py",
-          ".permute(0, 3, 4, 2, 5, 6, 1, 7)", ".permute(0, 3, 4, 2, 5, 1, 6, 7)",
+          ".permute(0, 3, 4, 2, 5, 1, 6)", ".permute(0, 3, 4, 2, 1, 5, 6)",
           [PK + "test_tensor_core_order_is_the_mma_fragments"]),
     # the prompt kernels reading tensor-core ordered codes with the second 8 rows' words one word off
     Fault("mma-order-prompt-index", "engine/kernels/stream_matmul.py",
-          "+ ((nn % 16) // 8) * 4 + j % 4)", "+ ((nn % 16) // 8) * 8 + j % 4)",
+          "+ ((nn % 16) // 8) * 8 + j % 8)", "+ ((nn % 16) // 8) * 4 + j % 8)",
           [PK + "test_kernels_read_the_tensor_core_order"]),
     # the dequantizing kernel (prompt tiles) putting a word of row g + 8 in row g's place
     Fault("mma-order-dequant-rows", "engine/kernels/stream_matmul.py",
-          "wd = tl.reshape(wd, (128, 2, 2))[:, :, :, None]", "wd = tl.reshape(wd, (128, 2, 2)).permute(0, 2, 1)[:, :, :, None]",
+          "+ u * 16 + r * 8 + i)", "+ u * 16 + r * 4 + i)",
           [PK + "test_kernels_read_the_tensor_core_order"]),
     # the tensor-core decode kernel taking a sub-block's minimum from its scale's byte (PTX: GPU only,
     # tests/engine/test_q4k_mma.py)

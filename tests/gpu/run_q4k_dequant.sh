@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 11: the prompt tiles' dequantizing kernel on the tensor-core order, 16 bytes a lane as the decode
-# kernel reads them (the [pair, row, lane, word] block version read 5x slower than GGUF's order:
-# run_q4k_close.sh). Kernel and layout tests, the dequantize timing beside GGUF's order, a sampled 8B
-# batch-test and the 8B bench at the default. Logs to $OUT/log.txt.
+# Issue 11: the tensor-core order with each lane's 16 bytes as row g's 8 then row g + 8's (the MMA's A registers
+# a0, a2, a1, a3), so the prompt tiles' dequantizing kernel reads it 8 bytes a row as it reads GGUF's order
+# (the [pair, row, lane, word] block version read 5x slower than GGUF's order, run_q4k_close.sh; the 32-bit word
+# version 1.5x). Kernel and layout tests, the dequantize timing beside GGUF's order, a sampled 8B batch-test
+# and the 8B bench at the default. Logs to $OUT/log.txt.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
