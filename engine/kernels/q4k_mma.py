@@ -27,8 +27,9 @@ the one before it (programmatic dependent launch, engine.kernels.pdl).
 Measured on an H200 (tests/gpu/run_q4k_final.sh, llama-3-8b shape Q4_K, 2026-12-03): the decode tile's
 Q4_K kernels take 2.12 ms at 1 row (129 launches; the whole tile 2.30 ms, with the int8 kernel 2.04)
 and 3.77 ms at 8 rows (the int8 kernel's 4.99); `strata bench` 426-429 tok/s for one stream (int8 kernel
-473-475) and 1,692-1,706 for 8 streams (1,334-1,338; tests/gpu/run_q4k_close.sh, run_q4k_dequant.sh). Alone, L2-warm (tests/gpu/bench_q4k_mma.py): gate|up 28672x4096 25.1 / 44.4 / 82.5 us at
-1 / 8 / 16 rows (int8 kernel 22.8 / 69.8 / 133.6), down 4096x14336 10.6 / 19.5 / 37.1 (3.19 TB/s at 1 row).
+473-475) and 1,692-1,706 for 8 streams (1,334-1,338; tests/gpu/run_q4k_close.sh, run_q4k_dequant.sh).
+Alone, L2-warm (tests/gpu/bench_q4k_mma.py): gate|up 28672x4096 23.4-25.1 / 41.3-44.4 / 79.9-82.5 us at
+1 / 8 / 16 rows (int8 kernel 22.8 / 69-70 / 133), down 4096x14336 10.6-14.0 / 18.7-19.5 / 36-37.
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations
