@@ -143,12 +143,16 @@ def _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, placements):
 
 
 @pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
-                                          ("Q4_K", "dp4a"), ("Q4_K", "dp4a+mma")])
+                                          ("Q4_K", "dp4a"), ("Q4_K", "dp4a+mma"), ("Q4_K", "q4k-mma")])
 def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, monkeypatch, qtype, kernel):
     """The GPU stage's layout: repacked weights, decode tiles through either decode kernel; a row does not
     depend on the other rows, their count or (except under the interpreter's tl.dot) its place. dp4a+mma:
     tiles of several rows on the int8 kernel's tensor-core twin (engine.kernels.dp4a_mma), a 1-row tile on
-    the int8 kernel: the same row, the same bits."""
+    the int8 kernel: the same row, the same bits. q4k-mma: Q4_K repacked in the tensor-core order, every
+    decode row on engine.kernels.q4k_mma (Gluon: a GPU only)."""
+    if kernel == "q4k-mma" and not GPU:
+        pytest.skip("the Gluon kernel runs on a GPU only")
+    monkeypatch.setattr(importlib.import_module("engine.kernels.packed"), "MMA_Q4K", kernel == "q4k-mma")
     if kernel == "dp4a+mma":
         monkeypatch.setattr(importlib.import_module("engine.kernels.dp4a_mma"), "ROWS", True)
         kernel = "dp4a"
@@ -158,7 +162,7 @@ def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic,
     ref = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
     _packed(lw)
     out = fb.run_block_cuda(lw, cfg, 1, x, _tile(3, rows, DEV), k.clone(), v.clone(), rope)[0]
-    assert rel_err(out, ref) < (5e-3 if kernel == "dp4a" else 1e-5)       # dp4a: x rounded to int8
+    assert rel_err(out, ref) < (5e-3 if kernel in ("dp4a", "q4k-mma") else 1e-5)     # x rounded to int8
     anywhere = kernel != "mma" or GPU
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out,
                              [(16, 7), (9, 2), (1, 0), (16, 15)] if anywhere else [(16, 7), (9, 7)])
