@@ -30,6 +30,9 @@ and 3.77 ms at 8 rows (the int8 kernel's 4.99); `strata bench` 426-429 tok/s for
 473-475) and 1,692-1,706 for 8 streams (1,334-1,338; tests/gpu/run_q4k_close.sh, run_q4k_dequant.sh).
 Alone, L2-warm (tests/gpu/bench_q4k_mma.py): gate|up 28672x4096 23.4-25.1 / 41.3-44.4 / 79.9-82.5 us at
 1 / 8 / 16 rows (int8 kernel 22.8 / 69-70 / 133), down 4096x14336 10.6-14.0 / 18.7-19.5 / 36-37.
+At 8 and 16 rows it is bound by x's B-fragment loads through L1 (Nsight Compute, gate|up at 8 rows: L1/TEX
+82.6% busy, DRAM 27.5%; tests/gpu/run_q4k_profile.sh): every 16-row program loads each pass's x, so two or
+more 16-row groups a warp (one B fragment for several MMAs) would cut it (not built yet).
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations
