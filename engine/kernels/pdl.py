@@ -32,6 +32,11 @@ ENABLED = os.environ.get("STRATA_PDL", "1") == "1" and os.environ.get("TRITON_IN
 PREFETCH = int(os.environ.get("STRATA_PDL_PREFETCH", "1024"))
 
 
+# the instructions, one definition for these Triton helpers and their Gluon twins (engine.kernels.q4k_mma)
+WAIT = tl.constexpr("griddepcontrol.wait; // $0")
+LAUNCH_DEPENDENTS = tl.constexpr("griddepcontrol.launch_dependents; // $0")
+PREFETCH_L2 = tl.constexpr("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; } // $0")
+
 _ON = {"PDL": True, "launch_pdl": True}
 _OFF = {"PDL": False}
 
@@ -56,17 +61,16 @@ def launch(device: torch.device) -> dict:
 def enter(PDL: tl.constexpr):
     """Wait for the kernel before (its writes visible), then let the next kernel launch."""
     if PDL:
-        tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
-        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=tl.int32,
-                                  is_pure=False, pack=1)
+        tl.inline_asm_elementwise(WAIT, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        tl.inline_asm_elementwise(LAUNCH_DEPENDENTS, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def prefetch_l2(ptrs, mask, PDL: tl.constexpr):
     """Pull the lines at ptrs (where mask) into L2: weights a kernel reads after its wait."""
     if PDL:
-        tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; } // $0",
-                                  "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+        tl.inline_asm_elementwise(PREFETCH_L2, "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False,
+                                  pack=1)
 
 
 @triton.jit

@@ -42,6 +42,8 @@ import os
 import torch
 import triton
 
+from engine.kernels import pdl
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -127,15 +129,14 @@ fma.rn.f32 $3, n1, $15, $3;
     def pdl_enter(PDL: gl.constexpr):
         """engine.kernels.pdl.enter in Gluon: wait for the kernel before, then let the next one launch."""
         if PDL:
-            gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
+            gl.inline_asm_elementwise(pdl.WAIT, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+            gl.inline_asm_elementwise(pdl.LAUNCH_DEPENDENTS, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
     def prefetch_l2(ptrs, mask):
         """engine.kernels.pdl.prefetch_l2 in Gluon: pull the lines at ptrs (where mask) into L2."""
-        gl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; } // $0",
-                                  "=r,l,r", [ptrs, mask.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+        gl.inline_asm_elementwise(pdl.PREFETCH_L2, "=r,l,r", [ptrs, mask.to(gl.int32)], dtype=gl.int32, is_pure=False,
+                                  pack=1)
 
     @gluon.jit
     def _weights(cp, sp, dp, sb, SB):
@@ -229,14 +230,14 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
     nw: warps a program, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
-    for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes 8c..8c+7
-    of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3 and
-    16+4c..19+4c of rows g and g + 8), so its k runs over the
-    sub-block's values in the order 8c..8c+7 by c: the order the B fragments take x in, two words at 8c; a dot
-    product of integers does not depend on the order)."""
+    for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
+    8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
+    and 16+4c..19+4c of rows g and g + 8), so its k runs over the sub-block's values in the order 8c..8c+7 by
+    c: the order the B fragments take x in, two words at 8c; a dot product of integers does not depend on the
+    order)."""
     if not supports(w):
         raise ValueError("engine.kernels.q4k_mma runs Q4_K weights packed in its code order (pack(..., mma=True))")
-    from engine.kernels import dp4a_gemv, pdl
+    from engine.kernels import dp4a_gemv
     t = x.shape[0]
     nw = nw or warps(w.n, w.k)
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
