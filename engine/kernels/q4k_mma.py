@@ -54,6 +54,10 @@ except ImportError:                                   # a triton without Gluon: 
 # one 128-byte line a lane; with programmatic dependent launch only): STRATA_Q4K_PF. Off: H200, 8B shape
 # (tests/gpu/run_q4k_pf.sh) one stream 405.9 / 406.0 tok/s with 2 against 427.7 with 0, eight 1,658 against 1,699
 PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "0"))
+# for measuring: 16-row groups a warp where the shape allows (1, 2 or 4; 0: `groups` picks), warps a program
+# (0: `warps` picks)
+GROUPS = int(os.environ.get("STRATA_Q4K_TM", "0"))
+WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
 
 
 def available(device) -> bool:
@@ -140,84 +144,128 @@ fma.rn.f32 $3, n1, $15, $3;
 
     @gluon.jit
     def _weights(cp, sp, dp, sb, SB):
-        """The weights of each warp's sb-th super-block: codes of its four pairs, rows g's and g+8's sub
-        words, (d, dmin) of rows g and g+8 in float32."""
+        """The weights of each warp's sb-th super-block for each of its 16-row groups: codes of its four
+        pairs, rows g's and g+8's sub words, (d, dmin) of rows g and g+8 in float32."""
         o = sb * 512
         return (gl.load(cp + o), gl.load(cp + o + 128), gl.load(cp + o + 256), gl.load(cp + o + 384),
                 gl.load(sp + sb * 4), gl.load(sp + sb * 4 + 32 * SB), gl.load(dp + sb * 2).to(gl.float32))
 
     @gluon.jit
-    def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
-                    W: gl.constexpr, ONE: gl.constexpr, PDL: gl.constexpr, PF: gl.constexpr):
-        # a program: 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW), its sum added to the
-        # other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp, one row of 4 words.
-        L: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 32, 1], [W, 1, 1], [2, 1, 0])
+    def _step(acc, c0, c1, c2, c3, sg, sg8, dm, xq, xsq, KS, ONE: gl.constexpr):
+        """acc + one super-block of each 16-row group times one pass of 8 x rows (its int8 words at xq,
+        its (d, s) at xsq): the x fragments are loaded once for all the warp's groups."""
+        t = gl.zeros_like(acc)
+        m = gl.zeros_like(acc)
+        t, m = _pair(c0, xq, xsq, KS, sg, sg8, t, m, 0, ONE)
+        t, m = _pair(c1, xq, xsq, KS, sg, sg8, t, m, 1, ONE)
+        t, m = _pair(c2, xq, xsq, KS, sg, sg8, t, m, 2, ONE)
+        t, m = _pair(c3, xq, xsq, KS, sg, sg8, t, m, 3, ONE)
+        return gl.inline_asm_elementwise(_FIN, _FIN_IO, [acc, t, m, dm], dtype=gl.float32, is_pure=True, pack=4)
+
+    @gluon.jit
+    def _x_ptrs(q, ds, r0, g, c, xe, e, sb0, KW, KS, ONE: gl.constexpr):
+        """Where the pass of x rows from r0 starts for each lane: its int8 words (+ 64 i + 16 j words for
+        super-block i, pair j) and its (d, s) pairs (+ 16 i + 2 sub)."""
+        if ONE:                                        # a 1-row tile: every column reads row 0
+            return q + 2 * c + xe + sb0 * 64, ds + e + 0 * c + sb0 * 16
+        return (q + ((r0 + g).to(gl.int64) * KW + 2 * c) + xe + sb0 * 64,
+                ds + ((r0 + 2 * c).to(gl.int64) * KS) + e + sb0 * 16)
+
+    @gluon.jit
+    def _store(out, acc, ng, r0, M, stride_om, L: gl.constexpr, TM: gl.constexpr):
+        """The warps' sums of acc (a fixed tree: gl.sum) into out's rows r0..r0+7 below M."""
         O: gl.constexpr = gl.SliceLayout(0, L)
+        tot = gl.sum(acc, axis=0)
+        lo = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, O)))[:, None, None]
+        to = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(2, O)))[None, :, None]
+        eo = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, O)))[None, None, :]
+        n = ng * (16 * TM) + to * 16 + lo // 4 + 8 * (eo // 2)
+        col = r0 + 2 * (lo % 4) + eo % 2
+        gl.store(out + col * stride_om + n, tot, mask=col < M)
+
+    @gluon.jit
+    def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
+                    W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, PDL: gl.constexpr,
+                    PF: gl.constexpr):
+        # a program: TM groups of 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW) of each,
+        # its sum added to the other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp,
+        # one row of 4 words per group.
+        L: gl.constexpr = gl.BlockedLayout([1, 1, TM, 4], [1, 32, 1, 1], [W, 1, 1, 1], [3, 2, 1, 0])
         Z: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
         ng = gl.program_id(0)
-        wv = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None]
-        lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
-        e = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :]
+        wv = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))[:, None, None, None]
+        lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, L))))[None, :, None, None]
+        tg = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, L))))[None, None, :, None]
+        e = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, L))))[None, None, None, :]
         g = lane // 4
         c = lane % 4
         SB = K // 256
-        row = ng.to(gl.int64) * 16 + g
+        grp = ng.to(gl.int64) * TM + tg              # the lane's 16-row groups
+        row = grp * 16 + g
         sb0 = wv * SPW                                # the warp's first super-block
-        cp = codes + (ng.to(gl.int64) * SB * 512 + lane * 4) + e + sb0 * 512  # pair j of its i-th: + (4 i + j) * 128
+        cp = codes + (grp * SB * 512 + lane * 4) + e + sb0 * 512  # pair j of its i-th: + (4 i + j) * 128
         sp = sub + row * SB * 4 + e + sb0 * 4          # row g's sub words: + 4 i; row g + 8's: + 32 SB
         dp = scales + row * SB * 2 + ((e // 2) * 16 * SB + e % 2) + sb0 * 2    # (d, dmin) of rows g, g + 8: + 2 i
         # the first super-block's weights are on their way before the kernel before has finished
         c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
         if PDL:                                        # and the next PF of each warp into L2 (lane: a line)
             if PF > 0:
-                line = codes + (ng.to(gl.int64) * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
+                line = codes + (grp * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
                 prefetch_l2(line, (lane // 16 < PF) & (lane // 16 < SPW - 1) & (e == 0))
         pdl_enter(PDL)
         M = gl.minimum(gl.load(nreal_ptr), T)
         xe = (e % 2) + 8 * (e // 2)                    # x words: b0, b1 of the even k-step, then the odd one's
-        lo = gl.arange(0, 32, layout=gl.SliceLayout(1, O))[:, None]
-        eo = gl.arange(0, 4, layout=gl.SliceLayout(0, O))[None, :]
-        for r0 in range(0, M, 8):
-            if ONE:                                    # a 1-row tile: every column reads row 0
-                xp = q + 2 * c + xe + sb0 * 64
-                xsp = ds + e + 0 * c + sb0 * 16
-            else:
-                xp = q + ((r0 + g).to(gl.int64) * KW + 2 * c) + xe + sb0 * 64  # + 64 i + 16 j words
-                xsp = ds + ((r0 + 2 * c).to(gl.int64) * KS) + e + sb0 * 16     # + 16 i + 2 sub
-            acc = gl.zeros((W, 32, 4), gl.float32, L)
+        zero = gl.zeros((W, 32, TM, 4), gl.float32, L)
+        if TWO and M > 8:                              # 9-16 rows: both passes in one sweep of the weights
+            xp, xsp = _x_ptrs(q, ds, 0, g, c, xe, e, sb0, KW, KS, False)
+            yp, ysp = _x_ptrs(q, ds, 8, g, c, xe, e, sb0, KW, KS, False)
+            acc = zero
+            acc8 = zero
             for i in range(SPW):
                 n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
-                t = gl.zeros((W, 32, 4), gl.float32, L)
-                m = gl.zeros((W, 32, 4), gl.float32, L)
-                xq = xp + i * 64
-                xsq = xsp + i * 16
-                t, m = _pair(c0, xq, xsq, KS, sg, sg8, t, m, 0, ONE)
-                t, m = _pair(c1, xq, xsq, KS, sg, sg8, t, m, 1, ONE)
-                t, m = _pair(c2, xq, xsq, KS, sg, sg8, t, m, 2, ONE)
-                t, m = _pair(c3, xq, xsq, KS, sg, sg8, t, m, 3, ONE)
-                acc = gl.inline_asm_elementwise(_FIN, _FIN_IO, [acc, t, m, dm], dtype=gl.float32, is_pure=True,
-                                                pack=4)
+                acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
+                acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
                 c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
-            tot = gl.sum(acc, axis=0)                  # the warps' sums, in the reduction's fixed order
-            n = ng * 16 + lo // 4 + 8 * (eo // 2)
-            col = r0 + 2 * (lo % 4) + eo % 2
-            gl.store(out + col * stride_om + n, tot, mask=col < M)
-            if r0 + 8 < M:                             # another pass: its first super-blocks again
-                c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
-        rows = ng * 16 + gl.arange(0, 16 * W, layout=Z) % 16
-        zero = gl.zeros((16 * W,), gl.float32, Z)
+            _store(out, acc, ng, 0, M, stride_om, L, TM)
+            _store(out, acc8, ng, 8, M, stride_om, L, TM)
+        else:
+            for r0 in range(0, M, 8):
+                xp, xsp = _x_ptrs(q, ds, r0, g, c, xe, e, sb0, KW, KS, ONE)
+                acc = zero
+                for i in range(SPW):
+                    n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
+                    acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
+                    c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
+                _store(out, acc, ng, r0, M, stride_om, L, TM)
+                if r0 + 8 < M:                         # another pass: its first super-blocks again
+                    c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+        rows = ng * (16 * TM) + gl.arange(0, 16 * TM * W, layout=Z) % (16 * TM)
+        zz = gl.zeros((16 * TM * W,), gl.float32, Z)
         for r in range(M, T):
-            gl.store(out + r * stride_om + rows, zero)
+            gl.store(out + r * stride_om + rows, zz)
 
 
 def warps(n: int, k: int) -> int:
-    """Warps a program (each over its share of K's super-blocks): 8 for fewer than 1,024 groups of 16 rows
-    (more warps on few rows), else 4, halved until they divide the super-blocks. The shape's alone."""
+    """Warps a program (each over its share of K's super-blocks): the fewest of 2, 4 and 8 that make at
+    least 1,536 warps over the shape's 16-row groups, halved until they divide the super-blocks. The
+    shape's alone (STRATA_Q4K_W sets it, for measuring)."""
     blocks = k // 256
-    w = 8 if n // 16 < 1024 else 4
+    w = WARPS or 2
+    while not WARPS and w < 8 and (n // 16) * w < 1536:
+        w *= 2
     while blocks % w:
         w //= 2
     return w
+
+
+def groups(n: int, k: int, t: int) -> int:
+    """16-row groups a warp (each x fragment loaded once for all of them) for a t-row tile: 2, or 1 for a
+    1-row tile over more than 256 groups; halved until they divide the shape's groups. It may depend on
+    the tile: the arithmetic per element does not (the warps' K shares do: `warps`). STRATA_Q4K_TM sets it."""
+    tm = GROUPS or (2 if t > 1 or n // 16 <= 256 else 1)
+    while (n // 16) % tm:
+        tm //= 2
+    return tm
 
 
 def supports(w) -> bool:
@@ -226,10 +274,11 @@ def supports(w) -> bool:
     return gluon is not None and w.mma
 
 
-def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None) -> tuple[torch.Tensor, int]:
+def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None,
+                 tm: int | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
-    nw: warps a program, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
+    nw, tm: warps a program and 16-row groups a warp, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
     for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
     8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
     and 16+4c..19+4c of rows g and g + 8), so its k runs over the sub-block's values in the order 8c..8c+7 by
@@ -240,12 +289,13 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     from engine.kernels import dp4a_gemv
     t = x.shape[0]
     nw = nw or warps(w.n, w.k)
+    tm = tm or groups(w.n, w.k, t)
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
         return part, 1
     q, ds = xq if xq is not None else dp4a_gemv.quantize(x)     # (buffers of whole passes of 8 rows)
-    _q4k_kernel[(w.n // 16,)](
+    _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
-        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, ONE=t == 1, PF=PREFETCH, num_warps=nw,
+        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8, PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

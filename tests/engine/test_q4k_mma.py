@@ -20,7 +20,7 @@ def _weights(n, k, seed=0):
     return data.reshape(n, -1), pack(data.reshape(n, -1).cuda(), QT.Q4_K, k, mma=True)
 
 
-@pytest.mark.parametrize("n,k", [(320, 2048), (576, 1536), (1024, 4096), (16384, 1024)])   # 8, 2, 8, 4 warps
+@pytest.mark.parametrize("n,k", [(320, 2048), (576, 1536), (1024, 4096), (16384, 1024)])   # 8, 2, 8, 2 warps
 def test_rows_are_independent_of_the_tile_and_right(n, k):
     from engine.kernels import dp4a_gemv, q4k_mma
     from engine.quant import dequantize
@@ -39,6 +39,21 @@ def test_rows_are_independent_of_the_tile_and_right(n, k):
     for i in (0, 5, 12):
         alone, _ = q4k_mma.matmul_parts(x[i:i + 1].contiguous(), w, torch.tensor([1], dtype=torch.int32, device="cuda"))
         assert torch.equal(alone[:, 0], full[:, i]), i
+
+
+@pytest.mark.parametrize("n,k,nw", [(1024, 4096, 4), (576, 1536, 2), (16384, 1024, 8)])
+def test_groups_a_warp_keep_the_bits(n, k, nw):
+    """16-row groups a warp (one x fragment for several MMAs) and both passes of a 16-row tile in one sweep
+    change which loads serve which MMAs, not the arithmetic: every row's bits as with one group a warp."""
+    from engine.kernels import q4k_mma
+    _, w = _weights(n, k, 5)
+    x = torch.randn(16, k, device="cuda").to(torch.bfloat16)
+    for m in (1, 5, 8, 12, 16):
+        rows = torch.tensor([m], dtype=torch.int32, device="cuda")
+        xs = x[:1].contiguous() if m == 1 else x
+        one = q4k_mma.matmul_parts(xs, w, rows, nw=nw, tm=1)[0]
+        for tm in (2, 4):
+            assert torch.equal(q4k_mma.matmul_parts(xs, w, rows, nw=nw, tm=tm)[0], one), (m, tm)
 
 
 def test_stream_matmul_routes_the_tensor_core_order():
