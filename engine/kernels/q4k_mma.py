@@ -58,6 +58,9 @@ PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "0"))
 # (0: `warps` picks)
 GROUPS = int(os.environ.get("STRATA_Q4K_TM", "0"))
 WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
+# super-blocks each warp holds loaded ahead of the one it multiplies (1 or 2; 0: 2 in 1-row tiles, else 1), the
+# first AHEAD of them loaded before the kernel waits for the one before it: STRATA_Q4K_AHEAD
+AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
 
 
 def available(device) -> bool:
@@ -185,8 +188,8 @@ fma.rn.f32 $3, n1, $15, $3;
 
     @gluon.jit
     def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
-                    W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, PDL: gl.constexpr,
-                    PF: gl.constexpr):
+                    W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, AHEAD: gl.constexpr,
+                    PDL: gl.constexpr, PF: gl.constexpr):
         # a program: TM groups of 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW) of each,
         # its sum added to the other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp,
         # one row of 4 words per group.
@@ -208,6 +211,8 @@ fma.rn.f32 $3, n1, $15, $3;
         dp = scales + row * SB * 2 + ((e // 2) * 16 * SB + e % 2) + sb0 * 2    # (d, dmin) of rows g, g + 8: + 2 i
         # the first super-block's weights are on their way before the kernel before has finished
         c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+        if AHEAD == 2:                                 # (and the second's, where a pass keeps two ahead)
+            p0, p1, p2, p3, psg, psg8, pdm = _weights(cp, sp, dp, gl.minimum(1, SPW - 1), SB)
         if PDL:                                        # and the next PF of each warp into L2 (lane: a line)
             if PF > 0:
                 line = codes + (grp * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
@@ -232,13 +237,22 @@ fma.rn.f32 $3, n1, $15, $3;
             for r0 in range(0, M, 8):
                 xp, xsp = _x_ptrs(q, ds, r0, g, c, xe, e, sb0, KW, KS, ONE)
                 acc = zero
-                for i in range(SPW):
-                    n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
-                    acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
-                    c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
+                if AHEAD == 2:
+                    for i in range(SPW):
+                        n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 2, SPW - 1), SB)
+                        acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
+                        c0, c1, c2, c3, sg, sg8, dm = p0, p1, p2, p3, psg, psg8, pdm
+                        p0, p1, p2, p3, psg, psg8, pdm = n0, n1, n2, n3, nsg, nsg8, ndm
+                else:
+                    for i in range(SPW):
+                        n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
+                        acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
+                        c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
                 _store(out, acc, ng, r0, M, stride_om, L, TM)
                 if r0 + 8 < M:                         # another pass: its first super-blocks again
                     c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
+                    if AHEAD == 2:
+                        p0, p1, p2, p3, psg, psg8, pdm = _weights(cp, sp, dp, gl.minimum(1, SPW - 1), SB)
         rows = ng * (16 * TM) + gl.arange(0, 16 * TM * W, layout=Z) % (16 * TM)
         zz = gl.zeros((16 * TM * W,), gl.float32, Z)
         for r in range(M, T):
@@ -275,10 +289,10 @@ def supports(w) -> bool:
 
 
 def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None,
-                 tm: int | None = None) -> tuple[torch.Tensor, int]:
+                 tm: int | None = None, ahead: int | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
-    nw, tm: warps a program and 16-row groups a warp, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
+    nw, tm, ahead: warps a program, 16-row groups a warp, super-blocks loaded ahead, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
     for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
     8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
     and 16+4c..19+4c of rows g and g + 8), so its k runs over the sub-block's values in the order 8c..8c+7 by
@@ -296,6 +310,7 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     q, ds = xq if xq is not None else dp4a_gemv.quantize(x)     # (buffers of whole passes of 8 rows)
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
-        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8, PF=PREFETCH, num_warps=nw,
+        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
+        AHEAD=ahead or AHEAD or (2 if t == 1 else 1), PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1
