@@ -58,8 +58,11 @@ PREFETCH = int(os.environ.get("STRATA_Q4K_PF", "0"))
 # (0: `warps` picks)
 GROUPS = int(os.environ.get("STRATA_Q4K_TM", "0"))
 WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
-# super-blocks each warp holds loaded ahead of the one it multiplies (1 or 2; 0: 2 in 1-row tiles, else 1), the
-# first AHEAD of them loaded before the kernel waits for the one before it: STRATA_Q4K_AHEAD
+# super-blocks each warp holds loaded ahead of the one it multiplies (1 or 2), the first AHEAD of them loaded
+# before the kernel waits for the one before it: STRATA_Q4K_AHEAD; 0: 2 in 1-row tiles of fewer than 1,024 groups
+# of 16 rows, else 1 (H200, tests/gpu/run_q4k_ahead.sh: 8B one stream 414 -> 436 tok/s; llama-3-8b matrices at
+# one row from memory, 1 / 2 ahead: qkv 8.5 / 7.7 us, gate 14336x4096 15.6 / 13.1, down 15.4 / 13.3, but
+# gate|up 28672x4096 23.5 / 24.6: more registers, fewer programs resident)
 AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
 
 
@@ -311,6 +314,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
         w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
-        AHEAD=ahead or AHEAD or (2 if t == 1 else 1), PF=PREFETCH, num_warps=nw,
+        AHEAD=ahead or AHEAD or (2 if t == 1 and w.n // 16 < 1024 else 1), PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1
