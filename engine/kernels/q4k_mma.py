@@ -16,23 +16,32 @@ super-block of a weight row, for each of its eight sub-blocks j in order
 then acc = fma(d, t, acc); acc = fma(-dmin, m, acc), super-blocks in order within each warp's share of K,
 the warps' sums added in a fixed tree (`gl.sum`). fp fusion off: the FMAs are the ones spelled.
 
-Layout: a program is 16 weight rows and W warps (`warps`: a function of the weight's shape only), each
-over 1/W of K's super-blocks; the real rows run in passes of 8 (the MMA's N), rows past the real count
-get zeros. The codes come in the order the A fragments load (packed.mma_order: the loader repacks Q4_K
-so when this is the decode kernel), one 16-byte load per lane per 64 values; x's int8 words are read
-as they lie (two words per lane and k-step). A 1-row tile (ONE) reads row 0 in every column and
-scales only the even columns. The first super-block's weights are loaded before the kernel waits for
-the one before it (programmatic dependent launch, engine.kernels.pdl).
+Layout: a program is TM groups of 16 weight rows and W warps (`warps`: a function of the weight's shape
+only), each warp over 1/W of K's super-blocks of every group; the real rows run in passes of 8 (the MMA's
+N), a 16-row tile's two passes in one sweep of the weights when it has more than 8 real rows; rows past
+the real count get zeros. Each x fragment is loaded once for the warp's TM groups (`groups`: 2, or 1 for
+1-row tiles of many groups; it may depend on the tile because it does not touch the arithmetic). The codes
+come in the order the A fragments load (packed.mma_order: the loader repacks Q4_K so when this is the
+decode kernel), one 16-byte load per lane per 64 values; x's int8 words are read as they lie (two words
+per lane and k-step). A 1-row tile (ONE) reads row 0 in every column and scales only the even columns.
+The first super-block's weights (the first two in 1-row tiles of fewer than 1,024 groups: AHEAD) are
+loaded before the kernel waits for the one before it (programmatic dependent launch, engine.kernels.pdl).
 
-Measured on an H200 (tests/gpu/run_q4k_final.sh, llama-3-8b shape Q4_K, 2026-12-03): the decode tile's
-Q4_K kernels take 2.12 ms at 1 row (129 launches; the whole tile 2.30 ms, with the int8 kernel 2.04)
-and 3.77 ms at 8 rows (the int8 kernel's 4.99); `strata bench` 426-429 tok/s for one stream (int8 kernel
-473-475) and 1,692-1,706 for 8 streams (1,334-1,338; tests/gpu/run_q4k_close.sh, run_q4k_dequant.sh).
-Alone, L2-warm (tests/gpu/bench_q4k_mma.py): gate|up 28672x4096 23.4-25.1 / 41.3-44.4 / 79.9-82.5 us at
-1 / 8 / 16 rows (int8 kernel 22.8 / 69-70 / 133), down 4096x14336 10.6-14.0 / 18.7-19.5 / 36-37.
-At 8 and 16 rows it is bound by x's B-fragment loads through L1 (Nsight Compute, gate|up at 8 rows: L1/TEX
-82.6% busy, DRAM 27.5%; tests/gpu/run_q4k_profile.sh): every 16-row program loads each pass's x, so two or
-more 16-row groups a warp (one B fragment for several MMAs) would cut it (not built yet).
+Measured on an H200 (2026-12-04, llama-3-8b shape Q4_K, `strata bench --prompt-tokens 512 --max-tokens
+128 --ctx 2048`; tests/gpu/run_q4k_tm.sh, run_q4k_tm_final.sh, run_q4k_ahead.sh, run_q4k_ahead2.sh): one
+stream 455 tok/s, eight 2,241-2,260 (the int8 kernel 473.6 / 1,336.7 in the same call; before TM and AHEAD
+422-427 / 1,692-1,808). Per matrix with its weights from memory (tests/gpu/bench_q4k_mma.py, us at 1 row
+/ 16-row tile with 2, 4, 8 real rows / 16 rows; the int8 kernel's in brackets):
+    qkv 6144x4096        7.7 (6.4) / 10.8, 10.8, 10.7 (10.7, 12.8, 22.1) / 15.8 (40.2)
+    wo 4096x4096         6.7 (6.3) /  8.5,  8.2,  8.3 ( 5.9,  7.1, 11.8) / 11.8 (20.9)
+    gate 14336x4096     12.9 (12.1) / 17.0, 17.0, 17.1 (19.4, 23.1, 40.7) / 23.7 (75.6)
+    gate|up 28672x4096  24.1 (22.9) / 32.4, 32.3, 32.4 (33.8, 39.0, 70.9) / 46.6 (133.9)
+    down 4096x14336     13.2 (16.3) / 16.7, 16.4, 16.4 (13.4, 17.6, 32.6) / 23.9 (63.8)
+i.e. 2.0-2.8 TB/s over the weight bytes up to 8 rows and 1.4-1.5 TB/s at 16 (3 TB/s would be 11 us for
+the 33 MB matrices). Before TM (one group a warp) it was bound by x's B-fragment loads through L1 (Nsight
+Compute, gate|up at 8 rows: L1/TEX 82.6% busy, DRAM 27.5%; tests/gpu/run_q4k_profile.sh); at 16 rows
+with TM 2 the kernel holds 252 registers (a program of 2 warps: 4 resident per SM), so fewer loads are
+in flight; TM 4 spills there and is slower.
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations
@@ -295,7 +304,8 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
                  tm: int | None = None, ahead: int | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
-    nw, tm, ahead: warps a program, 16-row groups a warp, super-blocks loaded ahead, for measuring only. w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
+    nw, tm, ahead: warps a program, 16-row groups a warp, super-blocks loaded ahead, for measuring only.
+    w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
     for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
     8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
     and 16+4c..19+4c of rows g and g + 8), so its k runs over the sub-block's values in the order 8c..8c+7 by
@@ -312,8 +322,8 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
         return part, 1
     q, ds = xq if xq is not None else dp4a_gemv.quantize(x)     # (buffers of whole passes of 8 rows)
     _q4k_kernel[(w.n // (16 * tm),)](
-        q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part, w.n, w.k,
-        w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
+        q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part,
+        w.n, w.k, w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
         AHEAD=ahead or AHEAD or (2 if t == 1 and w.n // 16 < 1024 else 1), PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

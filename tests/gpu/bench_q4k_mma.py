@@ -1,8 +1,8 @@
 """Issue 11: the Q4_K tensor-core decode kernel (engine.kernels.q4k_mma) beside the int8 kernel
 (engine.kernels.dp4a_gemv) on the llama-3-8b matrices at 1, 2, 4, 8 and 16 rows: time (median of CUDA
 graph replays of calls over enough copies of the matrix to pass 256 MB, so the weights come from memory
-as in a model's step; --warm: one copy), GB/s over the weight bytes, and a sweep of the warps a program (W) and 16-row groups a
-warp (TM).
+as in a model's step; --warm: one copy), GB/s over the weight bytes, and a sweep of the warps a program
+(W) and 16-row groups a warp (TM). A row spec T:M is a T-row tile with M real rows.
 
     python3 tests/gpu/bench_q4k_mma.py [--sweep] [--warm] [--rows 1,8,16:8,16]
 """
