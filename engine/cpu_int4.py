@@ -84,12 +84,17 @@ ROWS = 1024                     # rows converted at a time: bounded temporaries 
 
 def from_gguf(data: torch.Tensor, qtype, n: int, k: int) -> Int4Weight:
     """GGUF bytes [N, row bytes] (CPU) -> the int4 layout; codes kept, group scales in bfloat16."""
-    chunks = []                     # per chunk of rows: (packed codes, scale, zero), the parts side by side
+    packed = sz = None              # filled a chunk of rows at a time (no concatenation of the whole matrix)
     for a in range(0, n, ROWS):
         q, scale, zero = (torch.cat(t, 1) for t in zip(*_codes_scales_zeros(data[a:a + ROWS], qtype, k)))
-        chunks.append((torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1), scale, zero))
-    packed, scale, zero = (torch.cat([c[j] for c in chunks]) for j in range(3))
-    return Int4Weight(n, k, packed, torch.stack((scale.T, zero.T), -1).to(torch.bfloat16).contiguous())
+        part = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        if packed is None:
+            packed = torch.empty((n, *part.shape[1:]), dtype=part.dtype)
+            sz = torch.empty((scale.shape[1], n, 2), dtype=torch.bfloat16)
+        packed[a:a + part.shape[0]] = part
+        sz[:, a:a + scale.shape[0], 0] = scale.T
+        sz[:, a:a + scale.shape[0], 1] = zero.T
+    return Int4Weight(n, k, packed, sz)
 
 
 def _codes_scales_zeros(data: torch.Tensor, qtype, k: int) -> list[tuple[torch.Tensor, ...]]:
