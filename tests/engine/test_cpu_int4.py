@@ -138,6 +138,30 @@ def test_a_tiles_real_rows_attend_as_in_the_full_tile(window):
         assert torch.equal(real, full[:n]), n
 
 
+def test_key_blocks_are_one_grid_whatever_the_tile():
+    """The CPU attention's key blocks (128, 128, 256, then 512 each) are one grid whatever range a tile
+    asks for, and a row gets the same bits whether its tile's other rows reach past it (blocks past the
+    row) or before its window (blocks before it): those blocks are exact no-ops for it."""
+    from engine.layers import attention, key_blocks
+
+    assert key_blocks(0, 1100) == [(0, 128), (128, 128), (256, 256), (512, 512), (1024, 512)]
+    for lo, hi in ((0, 40), (130, 700), (600, 1600), (2049, 2049)):
+        blocks = key_blocks(lo, hi)
+        assert blocks[0][0] <= lo < blocks[0][0] + blocks[0][1] and blocks[-1][0] <= hi < sum(blocks[-1])
+        assert set(blocks) <= set(key_blocks(0, hi)), (lo, hi)
+    g = torch.Generator().manual_seed(7)
+    T, H, kvh, hd, ctx = 8, 8, 2, 64, 1200
+    k_cache, v_cache = (torch.randn(3, ctx, kvh, hd, generator=g) for _ in range(2))
+    q = torch.randn(T, H, hd, generator=g)
+    for window, p in ((0, 500), (300, 500), (300, 1000)):
+        alone = torch.tensor([1] * T), torch.arange(p - T + 1, p + 1)          # rows up to p: row T - 1 is p
+        past = torch.tensor([2] * (T - 1) + [1]), torch.tensor([1100] * (T - 1) + [p])
+        before = torch.tensor([2] * (T - 1) + [1]), torch.tensor([5] * (T - 1) + [p])
+        want = attention(q, k_cache, v_cache, *alone, window, 0.125)[-1]
+        for slot, pos in (past, before):
+            assert torch.equal(attention(q, k_cache, v_cache, slot, pos, window, 0.125)[-1], want), (window, p)
+
+
 @pytest.mark.parametrize("arch", ["default", "gemma3"])
 def test_a_tiles_padding_rows_are_left_out_with_the_same_bits(tmp_path, arch):
     """A fast-mode CPU stage runs a prompt tile's real rows only (Stage.row_count_free): 5 real rows of a

@@ -190,7 +190,8 @@ def test_apply_chat_adds_no_second_bos(gemma):
 
 
 @slow
-def test_second_gemma_build_hits_the_cache(gemma, gemma_file, cache_dir, monkeypatch):
+def test_second_gemma_build_hits_the_cache(gemma, smol, gemma_file, cache_dir, monkeypatch):
+    # (the gemma and smol fixtures built both tokenizers into cache_dir, whatever ran before)
     monkeypatch.setattr(tokenizer_build, "build_backend", lambda gf: pytest.fail("cache missed"))
     tok, seconds = timed_tokenizer(gemma_file, cache_dir)
     _, smol_seconds = timed_tokenizer(default_model_path(), cache_dir)

@@ -136,6 +136,12 @@ FAULTS = [
           "    if False and rows > q.shape[0] and not q.is_cuda:",
           ["tests/engine/test_cpu_int4.py::test_a_tiles_real_rows_attend_as_in_the_full_tile",
            "tests/engine/test_cpu_int4.py::test_a_tiles_padding_rows_are_left_out_with_the_same_bits[default]"]),
+    # the CPU attention's key blocks laid from the tile's first key instead of one grid (a row's blocks
+    # then depend on its tile's other rows)
+    Fault("key-blocks-grid-from-tile", "engine/layers.py",
+          "start = 0 if lo < LONG_BLOCK else lo // LONG_BLOCK * LONG_BLOCK",
+          "start = lo // KEY_BLOCK * KEY_BLOCK",
+          ["tests/engine/test_cpu_int4.py::test_key_blocks_are_one_grid_whatever_the_tile"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
