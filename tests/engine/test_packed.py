@@ -116,6 +116,25 @@ def kernel_module(name: str):
     return importlib.import_module(f"engine.kernels.{name}")
 
 
+def test_tensor_core_kernel_configuration():
+    """engine.kernels.q4k_mma: warps a program (each warp's share of K, so the summation order) from the
+    shape alone, dividing the super-blocks, as measured best on an H200 for the llama-3-8b matrices; the
+    16-row groups a warp (the arithmetic does not depend on them) dividing the shape's groups."""
+    q4k_mma = pytest.importorskip("engine.kernels.q4k_mma")
+    if q4k_mma.gluon is None:
+        pytest.skip("triton without Gluon")
+    shapes = {"qkv": (6144, 4096), "wo": (4096, 4096), "gate|up": (28672, 4096), "down": (4096, 14336)}
+    assert {k: q4k_mma.warps(*v) for k, v in shapes.items()} == {"qkv": 4, "wo": 8, "gate|up": 2, "down": 8}
+    for n, k in [*shapes.values(), (320, 2048), (576, 1536), (16384, 1024), (48, 2816), (80, 768)]:
+        w = q4k_mma.warps(n, k)
+        assert w in (1, 2, 4, 8) and (k // 256) % w == 0, (n, k, w)
+        for t in (1, 2, 16):
+            tm = q4k_mma.groups(n, k, t)
+            assert tm in (1, 2, 4) and (n // 16) % tm == 0, (n, k, t, tm)
+    assert q4k_mma.groups(28672, 4096, 1) == 1 and q4k_mma.groups(4096, 14336, 1) == 2
+    assert q4k_mma.groups(28672, 4096, 16) == 2 and q4k_mma.groups(48, 2816, 16) == 1
+
+
 @pytest.fixture(scope="module")
 def sm():
     return kernel_module("stream_matmul")
