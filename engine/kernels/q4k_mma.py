@@ -294,6 +294,12 @@ def groups(n: int, k: int, t: int) -> int:
     return tm
 
 
+def loaded_ahead(n: int, t: int) -> int:
+    """Super-blocks each warp keeps loaded ahead in a t-row tile (AHEAD): 2 in 1-row tiles of fewer than
+    1,024 groups of 16 rows, else 1 (the arithmetic does not depend on it). STRATA_Q4K_AHEAD sets it."""
+    return AHEAD or (2 if t == 1 and n // 16 < 1024 else 1)
+
+
 def supports(w) -> bool:
     """Whether w's decode rows can run here: Q4_K with its codes in this kernel's order (packed.mma_order,
     which needs N a multiple of 16; K is one of 256)."""
@@ -324,6 +330,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part,
         w.n, w.k, w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
-        AHEAD=ahead or AHEAD or (2 if t == 1 and w.n // 16 < 1024 else 1), PF=PREFETCH, num_warps=nw,
+        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

@@ -119,7 +119,8 @@ def kernel_module(name: str):
 def test_tensor_core_kernel_configuration():
     """engine.kernels.q4k_mma: warps a program (each warp's share of K, so the summation order) from the
     shape alone, dividing the super-blocks, as measured best on an H200 for the llama-3-8b matrices; the
-    16-row groups a warp (the arithmetic does not depend on them) dividing the shape's groups."""
+    16-row groups a warp (the arithmetic does not depend on them) dividing the shape's groups; two
+    super-blocks loaded ahead in 1-row tiles of the smaller matrices only."""
     q4k_mma = pytest.importorskip("engine.kernels.q4k_mma")
     if q4k_mma.gluon is None:
         pytest.skip("triton without Gluon")
@@ -133,6 +134,7 @@ def test_tensor_core_kernel_configuration():
             assert tm in (1, 2, 4) and (n // 16) % tm == 0, (n, k, t, tm)
     assert q4k_mma.groups(28672, 4096, 1) == 1 and q4k_mma.groups(4096, 14336, 1) == 2
     assert q4k_mma.groups(28672, 4096, 16) == 2 and q4k_mma.groups(48, 2816, 16) == 1
+    assert [q4k_mma.loaded_ahead(n, t) for n, t in ((6144, 1), (28672, 1), (6144, 16))] == [2, 1, 1]
 
 
 @pytest.fixture(scope="module")
