@@ -28,7 +28,9 @@ from engine.kernels.stream_matmul import _chunk_dot
 # pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
 # per program; fixed for the run. H200, qwen3-30b-a3b, 512-token prompt: 3,958 tok/s at 32, 3,845 at 16
 GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "32"))
-BN = 32
+BN = int(os.environ.get("STRATA_MOE_BN", "32"))
+WARPS = int(os.environ.get("STRATA_MOE_GROUP_WARPS", "4"))
+STAGES = int(os.environ.get("STRATA_MOE_GROUP_STAGES", "0"))    # 0: Triton's default software pipelining
 
 
 @triton.jit
@@ -87,14 +89,19 @@ def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: i
 
 
 def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a, b, ne: int,
-             part: torch.Tensor) -> None:
+             part: torch.Tensor, bm: int = 0, bn: int = 0, warps: int = 0, stages: int = -1):
+    """One grouped launch over the block table `tab` (made with bm pairs a block); bm, bn, warps and
+    stages default to the module's configuration (tests/gpu/bench_moe.py sweeps them)."""
     order, e, first, rows = tab
-    npa = triton.cdiv(ne, BN)
+    bn = bn or BN
+    npa = triton.cdiv(ne, bn)
     ca, sa, ba, cw, sw, bw = planes(a, False)
     cb, sb, bb = planes(b if b is not None else a, False)[:3]
-    _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
+    stages = STAGES if stages < 0 else stages
+    return _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
         x, x.stride(0), per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
-        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=BN, IEEE=x.dtype == torch.float32, BM=GROUP_BM, num_warps=4)
+        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=bn, IEEE=x.dtype == torch.float32, BM=bm or GROUP_BM,
+        num_warps=warps or WARPS, **({"num_stages": stages} if stages else {}))
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,

@@ -4,7 +4,10 @@ weight rows per thread (nr), warps and weight rows per x load (xs), for 1, 2 and
 20 launches replayed as a CUDA graph (no Python launch cost), and GB/s counts the distinct experts'
 bytes the launch must read.
 
-    python3 tests/gpu/bench_moe.py MODEL [LAYER]
+    python3 tests/gpu/bench_moe.py MODEL [LAYER] [--sweep-grouped]
+
+--sweep-grouped: the prompt tile's grouped launches (engine.kernels.moe_grouped) at each block size,
+weight rows a program, warps and pipeline stages.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def timed(fn) -> float:
 def main() -> int:
     gf = read_gguf(sys.argv[1])
     cfg = model_config(gf)
-    layer = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    layer = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 0
     lw = WeightLoader(gf, cfg, torch.bfloat16).layer(layer, "cuda:0")
     d, ff, k = cfg.n_embd, lw.gate_exps.shape[1], cfg.n_expert_used
     gu_b = (lw.gate_exps.packed.nbytes + lw.up_exps.packed.nbytes) / lw.gate_exps.shape[0]   # one expert's
@@ -75,7 +78,7 @@ def main() -> int:
                   f"{ka.n_regs} regs, {ka.n_spills} spills)   down {b:6.1f} us ({distinct * dn_b / b / 1e3:5.0f} GB/s, "
                   f"{kb.n_regs} regs)")
         print(f"  whole routed(): {timed(lambda: moe_gemv.routed(w, sel, lw, h, n, xq)):.1f} us")
-    for t in (128,):                     # a prompt tile: torch routing, then the grouped kernels
+    for t in (128, 512):                 # a prompt tile: torch routing, then the grouped kernels
         h = torch.randn(t, d, device="cuda:0").to(torch.bfloat16)
         n = torch.tensor([t], device="cuda:0")
         w, sel = torch_route(lw, cfg, h)
@@ -84,7 +87,35 @@ def main() -> int:
         print(f"\n== prompt tile of {t} rows ({distinct} distinct experts): grouped routed() {us:.1f} us "
               f"({distinct * (gu_b + dn_b) / us / 1e3:.0f} GB/s of distinct experts, "
               f"{t / us * 1e6 / cfg.n_layers:,.0f} rows/s over {cfg.n_layers} such layers)")
+        if "--sweep-grouped" in sys.argv:
+            sweep_grouped(lw, h, w, sel, n, distinct * gu_b, distinct * dn_b)
     return 0
+
+
+def sweep_grouped(lw, h, w, sel, n, gu_bytes, dn_bytes) -> None:
+    """The grouped launches (gate|up, down) alone at each configuration: pairs a block, weight rows a
+    program, warps, pipeline stages (0: Triton's default)."""
+    t, k = sel.shape
+    ne, ff, d = lw.gate_exps.shape[0], lw.gate_exps.shape[1], h.shape[1]
+    gu = torch.empty((t * k, 2 * ff), dtype=torch.float32, device=h.device)
+    g = torch.randn(t * k, ff, device=h.device).to(torch.bfloat16)
+    y = torch.empty((t * k, d), dtype=torch.float32, device=h.device)
+    G, U, D = lw.gate_exps.packed, lw.up_exps.packed, lw.down_exps.packed
+    for bm, bn, warps, stages in ((32, 32, 4, 0), (32, 32, 4, 1), (32, 32, 4, 2), (32, 32, 8, 0), (32, 64, 4, 0),
+                                  (32, 64, 8, 0), (32, 128, 8, 0), (16, 64, 4, 0), (64, 32, 4, 0), (64, 64, 4, 0),
+                                  (64, 64, 8, 0), (64, 128, 8, 0), (128, 64, 8, 0)):
+        tab = moe_grouped.blocks(sel, ne, n, bm)
+        try:
+            ka = moe_grouped._grouped(h, False, k, tab, ne, G, U, ff, gu, bm, bn, warps, stages)
+            kb = moe_grouped._grouped(g, True, k, tab, ne, D, None, d, y, bm, bn, warps, stages)
+            a = timed(lambda: moe_grouped._grouped(h, False, k, tab, ne, G, U, ff, gu, bm, bn, warps, stages))
+            b = timed(lambda: moe_grouped._grouped(g, True, k, tab, ne, D, None, d, y, bm, bn, warps, stages))
+        except Exception as e:  # noqa: BLE001 - a configuration that does not compile or fit
+            print(f"  bm {bm:3d} bn {bn:3d} warps {warps} stages {stages}: {type(e).__name__}: {str(e)[:80]}")
+            continue
+        print(f"  bm {bm:3d} bn {bn:3d} warps {warps} stages {stages}: gate|up {a:7.1f} us "
+              f"({gu_bytes / a / 1e3:5.0f} GB/s, {ka.n_regs} regs, {ka.n_spills} spills)  down {b:7.1f} us "
+              f"({dn_bytes / b / 1e3:5.0f} GB/s, {kb.n_regs} regs, {kb.n_spills} spills)")
 
 
 if __name__ == "__main__":
