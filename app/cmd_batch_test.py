@@ -7,6 +7,11 @@ emitted token was picked from; on the exact paths those rows are bit-identical. 
   slot 0: LOGITS DIFFER max|diff| 3.1e-04 at token 0 (24 tokens identical)
   slot 0: DIFFERS at 7 (logits max|diff| 2.3e-01, first at token 0)
   slot 0: ERROR ... / EMPTY (0 tokens, reference 24)
+--prompt-tokens LO[-HI]: long prompts instead (slot i's about LO + (HI - LO) i / (slots - 1) tokens).
+--follow-up: then a second turn per slot, its prompt the first one + the reference's reply + a question,
+sent to the same engine, whose slots still hold the first prompts: each reads only what follows the
+reused prefix, at other tile boundaries than the reference, which reads the whole prompt afresh. The
+line says how many positions were reused (none is an error: the check would prove nothing).
 Exit 0 (all identical), 2 (a token or logit mismatch), 1 (an error or an empty output).
 """
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from app.cmd_bench import bench_prompt
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
@@ -33,6 +39,7 @@ PROMPTS = [
     "The quick brown fox jumps over the lazy dog. The quick brown fox",
     "Translate to French: good morning, my friend.",
 ]
+FOLLOW_UP = "\n\nThank you. Now say that again, in fewer words:"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,6 +49,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt-tokens", default="", metavar="LO[-HI]",
+                   help="long prompts: slot i's about LO + (HI - LO) i / (slots - 1) tokens")
+    p.add_argument("--follow-up", action="store_true",
+                   help="then a second turn per slot that reuses its first prompt's cached prefix")
+
+
+def prompt_lengths(spec: str, n: int) -> list[int] | None:
+    """Slot i's prompt length from LO[-HI] (None: the short built-in prompts)."""
+    if not spec:
+        return None
+    try:
+        lo, _, hi = spec.partition("-")
+        lo, hi = int(lo), int(hi or lo)
+    except ValueError:
+        raise SystemExit(f"--prompt-tokens {spec!r}: give LO or LO-HI, e.g. 2000-8000") from None
+    if not 1 <= lo <= hi:
+        raise SystemExit(f"--prompt-tokens {spec!r}: need 1 <= LO <= HI")
+    return [lo + (hi - lo) * i // max(1, n - 1) for i in range(n)]
+
+
+def prompt_of(i: int, lengths: list[int] | None) -> str:
+    return PROMPTS[i % len(PROMPTS)] if lengths is None else bench_prompt(lengths[i], f"slot {i}")
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -51,8 +80,9 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def requests(n: int, sp: SamplingParams, tag: str) -> list[AddRequest]:
-    return [AddRequest(request_id=f"{tag}{i}", prompt=PROMPTS[i % len(PROMPTS)], return_logits=True,
+def requests(n: int, sp: SamplingParams, tag: str, prompts: list[str] | None = None) -> list[AddRequest]:
+    prompts = prompts or [PROMPTS[i % len(PROMPTS)] for i in range(n)]
+    return [AddRequest(request_id=f"{tag}{i}", prompt=prompts[i], return_logits=True,
                        sampling=msgspec.structs.replace(sp, seed=sp.seed + i)) for i in range(n)]
 
 
@@ -101,17 +131,19 @@ def compare(eng, cfg, args: argparse.Namespace) -> int:
                         max_tokens=args.max_tokens, ignore_eos=True)
     solo = msgspec.structs.replace(cfg, devices=cfg.devices.split(",")[0], layer_split="auto", parallel=1,
                                    batch_groups="auto", spec=1, piped_mtp=0)
-    reference = {}
+    lengths = prompt_lengths(getattr(args, "prompt_tokens", ""), cfg.parallel)
+    first = [prompt_of(i, lengths) for i in range(cfg.parallel)]
+    follow_up = getattr(args, "follow_up", False)
     with local_client(solo) as ref_eng:
-        for r in requests(cfg.parallel, sp, "s"):
-            o = run_together(ref_eng, [r])[r.request_id]
-            if o.done.finish_reason == "error" or not o.tokens or len(o.done.logits) != len(o.tokens):
-                why = o.done.error or f"{len(o.tokens)} tokens, {len(o.done.logits)} logits rows"
-                print(f"reference run for prompt {r.request_id[1:]} failed: {why}", file=sys.stderr)
-                return 1
-            reference[r.request_id[1:]] = o
+        reference = run_reference(ref_eng, requests(cfg.parallel, sp, "s", first))
+        if reference is None:
+            return 1
+        second = [first[i] + reference[str(i)].text + FOLLOW_UP for i in range(cfg.parallel)]
+        reference2 = run_reference(ref_eng, requests(cfg.parallel, sp, "t", second), fresh=True) if follow_up else {}
+        if reference2 is None:
+            return 1
     eff = eng.ready.config
-    together = run_together(eng, requests(cfg.parallel, sp, "b"))
+    together = run_together(eng, requests(cfg.parallel, sp, "b", first))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)
     print(f"# layout: stages [{stages}], {eff.parallel} slots in groups {eff.groups}, draft {eff.draft} "
           f"spec {eff.spec} piped-mtp {eff.piped_mtp}{' (MTP layer ' + Path(eff.mtp_file).name + ')' if eff.mtp_file else ''}"
@@ -119,10 +151,45 @@ def compare(eng, cfg, args: argparse.Namespace) -> int:
           f"T={args.temperature} seed={args.seed}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
+    if lengths:
+        print(f"# prompts of {', '.join(str(reference[str(i)].done.prompt_tokens) for i in range(cfg.parallel))} "
+              f"tokens")
     codes = set()
     for i in range(cfg.parallel):
         line, code = verdict_line(reference[str(i)], together[f"b{i}"])
         print(line)
         codes.add(code)
+    if follow_up:
+        print("# follow-up turn: each slot's prompt + the reference's reply + a question, on the slots that "
+              "hold the first prompts (the reference reads it afresh)")
+        again = run_together(eng, requests(cfg.parallel, sp, "c", second))
+        for i in range(cfg.parallel):
+            line, code = verdict_line(reference2[str(i)], again[f"c{i}"])
+            reused = again[f"c{i}"].done.cached_tokens
+            if reused == 0 and code == 0:
+                line, code = f"slot {again[f'c{i}'].done.slot}: ERROR no prefix reused (the check proves nothing)", 1
+            print(f"{line}; {reused} prompt positions reused" if code != 1 else line)
+            codes.add(code)
     sys.stdout.flush()
     return 1 if 1 in codes else 2 if 2 in codes else 0
+
+
+def run_reference(ref_eng, reqs: list[AddRequest], fresh: bool = False) -> dict | None:
+    """Each request alone on the one-slot reference engine, by its index; fresh: a one-token request of
+    another text first, so the slot holds nothing the request could reuse (checked). None on a failure."""
+    out = {}
+    for r in reqs:
+        if fresh:
+            run_together(ref_eng, [AddRequest(request_id="flush", prompt="Reset.",
+                                              sampling=SamplingParams(max_tokens=1))])
+        o = run_together(ref_eng, [r])[r.request_id]
+        if o.done.finish_reason == "error" or not o.tokens or len(o.done.logits) != len(o.tokens):
+            why = o.done.error or f"{len(o.tokens)} tokens, {len(o.done.logits)} logits rows"
+            print(f"reference run for prompt {r.request_id[1:]} failed: {why}", file=sys.stderr)
+            return None
+        if fresh and o.done.cached_tokens:
+            print(f"reference run for prompt {r.request_id[1:]} reused {o.done.cached_tokens} positions",
+                  file=sys.stderr)
+            return None
+        out[r.request_id[1:]] = o
+    return out

@@ -25,10 +25,13 @@ from engine.kernels import fused
 from engine.kernels.moe_gemv import combine, expert_planes, planes
 from engine.kernels.stream_matmul import _chunk_dot
 
-# pairs per block (one expert's rows share its dequantized weights on the tensor cores) and weight rows
-# per program; fixed for the run. H200, qwen3-30b-a3b, 512-token prompt: 3,958 tok/s at 32, 3,845 at 16
-GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "32"))
-BN = int(os.environ.get("STRATA_MOE_BN", "32"))
+# pairs per block (one expert's rows share its dequantized weights on the tensor cores), weight rows per
+# program, warps and pipeline stages; fixed for the run, so every pair is computed by the same code.
+# H200, qwen3-30b-a3b layer 0, 512-row prompt tile (tests/gpu/bench_moe.py --sweep-grouped, 2026-12-04),
+# gate|up + down: BM 32 BN 32 1,018 + 501 us (the old default), BM 32 BN 64 646 + 297, BM 64 BN 64 574 + 282,
+# BM 64 BN 128 (8 warps) 595 + 276, BM 16 BN 64 913 + 381; 8 warps or 1 stage slower at every size
+GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "64"))
+BN = int(os.environ.get("STRATA_MOE_BN", "64"))
 WARPS = int(os.environ.get("STRATA_MOE_GROUP_WARPS", "4"))
 STAGES = int(os.environ.get("STRATA_MOE_GROUP_STAGES", "0"))    # 0: Triton's default software pipelining
 

@@ -103,3 +103,55 @@ def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatc
     assert all(torch.equal(a, b) for a, b in zip(*got))
     assert got[1][0][:4].any() and not got[1][0][4:].any()
     assert not attn.tickets(q.device, 5 * heads)[:5 * heads].any()
+
+
+def bf16(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+@pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5), (4, 1, 32, 20)])
+def test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
+                                                                               window):
+    """Prompt tiles (more than SPLIT_ROWS rows): the flash kernel against torch (to 3e-2 with q, k, v and p
+    in bfloat16 on a GPU; to 1e-5 in float32 under the interpreter), padding rows zero; a block of rows that spans two slots; and each row's bits the same in
+    a tile of other rows, at another place in it, and beside other rows (the tile's blocks start
+    elsewhere)."""
+    monkeypatch.setattr(attn, "FLASH", True)
+    monkeypatch.setattr(attn, "FLASH_ROWS", 32)
+    gp, br, bn, _ = attn.flash_config(heads // kv, hd)
+    monkeypatch.setattr(attn, "flash_config", lambda g, d: (gp, br, 8, 4))    # 8-key blocks: many per row
+    gen = torch.Generator().manual_seed(heads * 11 + hd + window)
+    kc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
+    vc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
+    # slot 0 reads positions 0-19, slot 2 positions 50-69 (its earlier keys in the cache), 4 padding rows
+    slot = torch.tensor([0] * 20 + [2] * 20 + [1] * 4, device=DEV)
+    pos = torch.tensor(list(range(20)) + list(range(50, 70)) + [0] * 4, device=DEV)
+    q = torch.randn(44, heads, hd, generator=gen).to(DEV)
+    n_real = torch.tensor([40], device=DEV)
+    scale = 1 / math.sqrt(hd)
+    out = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=n_real)
+    gpu = attn.FLASH_DTYPE == attn.tl.bfloat16
+    rounded = bf16 if gpu else (lambda t: t)
+    ref = reference(rounded(q.cpu()), rounded(kc.cpu()), rounded(vc.cpu()), slot.cpu(), pos.cpu(), window, scale)
+    assert (out[:40].cpu().double() - ref[:40]).abs().max() < (3e-2 if gpu else 1e-5)
+    assert not out[40:].any()
+    # slot 2's rows 5-24 of a tile of 30 behind other rows (slot 1, positions 0-4) and before slot 0's
+    order = [40, 41, 42, 43, 40] + list(range(20, 40)) + list(range(0, 5))
+    slot2 = slot[order].clone()
+    slot2[:5] = 1
+    pos2 = pos[order].clone()
+    pos2[:5] = torch.arange(5)
+    moved = attn.tile_attention(q[order], kc, vc, slot2, pos2, window, scale)
+    assert torch.equal(moved[5:25], out[20:40]) and torch.equal(moved[25:30], out[0:5])
+
+
+def test_flash_attention_is_the_prompt_tiles_default(attn, monkeypatch):
+    """Above SPLIT_ROWS rows without an int8 output, tile_attention runs the flash kernel (a planted fault
+    in its dispatch would leave prompt tiles on the program per (row, head), which matches torch too)."""
+    calls = []
+    monkeypatch.setattr(attn, "_flash_attention", lambda *a: calls.append(a[0].shape[0]))
+    q = torch.zeros(attn.SPLIT_ROWS + 1, 4, 16, device=DEV)
+    kc = torch.zeros(2, 40, 2, 16, device=DEV)
+    attn.tile_attention(q, kc, kc, torch.zeros(q.shape[0], dtype=torch.long, device=DEV),
+                        torch.arange(q.shape[0], device=DEV), 0, 0.25)
+    assert calls == [attn.SPLIT_ROWS + 1] and attn.FLASH

@@ -69,8 +69,8 @@ def test_batch_test_reports_a_mismatch(capsys, synthetic, monkeypatch):
 
     real = bt.requests
 
-    def skewed(n, sp, tag):
-        reqs = real(n, sp, tag)
+    def skewed(n, sp, tag, prompts=None):
+        reqs = real(n, sp, tag, prompts)
         if tag == "b":
             reqs[1].sampling.seed += 1000
         return reqs
@@ -113,3 +113,30 @@ def test_pick_rows_come_back_only_when_asked(synthetic):
     assert len(a.tokens) == 10 and a.tokens == b.tokens and b.done.logits == []
     assert a.done.drafts_offered > 0
     assert [int(np.frombuffer(r, np.float32).argmax()) for r in a.done.logits] == a.tokens
+
+
+def test_long_prompts_and_a_follow_up_turn_identical(capsys, synthetic):
+    """Prompts of several chunks and a second turn per slot that reuses its first prompt's cache: the
+    follow-up reads from the reused position on, so its tiles start elsewhere than the reference's, which
+    reads the whole prompt afresh; every slot still gets the reference's tokens and logits."""
+    rc, out = batch_test(capsys, "--model", synthetic("llama", qtype="Q4_K"), "--devices", "cpu,cpu",
+                         "--parallel", 3, "--batch-groups", 3, "--prompt-tokens", "150-400", "--follow-up",
+                         "--max-tokens", 8, "--temperature", 0.8, "--seed", 3, "--ctx", 1024)
+    lines = [line for line in out.splitlines() if line.startswith("slot ")]
+    assert rc == 0 and len(lines) == 6 and all("IDENTICAL" in line for line in lines), out
+    lengths = [int(n) for n in out.split("# prompts of ")[1].split(" tokens")[0].split(", ")]
+    assert lengths[0] > 100 and lengths[2] > 2.2 * lengths[0], out        # several 64-row chunks each
+    reused = [int(line.split("; ")[1].split()[0]) for line in lines[3:]]
+    assert all(r >= n - 2 for r, n in zip(reused, lengths)), out       # the first prompt, all but its end
+
+
+def test_follow_up_without_reuse_is_an_error(capsys, synthetic, monkeypatch):
+    """A follow-up turn that reused nothing proves nothing about reuse: batch-test says so and fails."""
+    from engine.scheduler import Scheduler
+
+    monkeypatch.setattr(Scheduler, "_reuse", lambda self, s, n: 0)
+    rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--prompt-tokens", "80",
+                         "--follow-up", "--max-tokens", 4)
+    lines = [line for line in out.splitlines() if line.startswith("slot ")]
+    assert rc == 1 and all("IDENTICAL" in line for line in lines[:2]), out
+    assert all("ERROR no prefix reused" in line for line in lines[2:]), out

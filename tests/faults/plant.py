@@ -142,6 +142,17 @@ FAULTS = [
           "start = 0 if lo < LONG_BLOCK else lo // LONG_BLOCK * LONG_BLOCK",
           "start = lo // KEY_BLOCK * KEY_BLOCK",
           ["tests/engine/test_cpu_int4.py::test_key_blocks_are_one_grid_whatever_the_tile"]),
+    # the flash prompt attention's key blocks laid from the rows' first key instead of the absolute grid (a
+    # row's blocks then depend on the rows beside it), and its running max starting at -inf (a block before
+    # a row's window then makes NaN of it)
+    Fault("flash-grid-from-rows", "engine/kernels/attention.py",
+          "start = (tl.min(tl.where(act, lo, 1 << 30)) // BN) * BN",
+          "start = tl.min(tl.where(act, lo, 1 << 30))",
+          ["tests/engine/test_attention_kernel.py::test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant"]),
+    Fault("flash-max-from-minus-inf", "engine/kernels/attention.py",
+          "m = tl.full((BR * GP,), -1e30, tl.float32)",
+          "m = tl.full((BR * GP,), float(\"-inf\"), tl.float32)",
+          ["tests/engine/test_attention_kernel.py::test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
