@@ -119,7 +119,7 @@ def test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant(att
     monkeypatch.setattr(attn, "FLASH", True)
     monkeypatch.setattr(attn, "FLASH_ROWS", 32)
     gp, br, bn, _ = attn.flash_config(heads // kv, hd)
-    monkeypatch.setattr(attn, "flash_config", lambda g, d: (gp, br, 8, 4))    # 8-key blocks: many per row
+    monkeypatch.setattr(attn, "flash_config", lambda g, d: (gp, br, 16, 4))   # 16-key blocks: several a row
     gen = torch.Generator().manual_seed(heads * 11 + hd + window)
     kc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
     vc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
