@@ -16,7 +16,8 @@ from triton.testing import do_bench_cudagraph
 from engine.kernels import attention as at
 
 SHAPES = {"llama-3-8b": (32, 8, 128), "smollm2-135m": (9, 3, 64), "qwen3-30b-a3b": (32, 4, 128)}
-CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000, 1, 1), (8192, 6000, 16, 8)]
+CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000, 1, 1), (8192, 6000, 16, 4),
+         (8192, 6000, 16, 8)]
 SETTINGS = [(0, 4, 16), (0, 1, 16), (0, 1, 64), (64, 1, 64), (64, 2, 64), (0, 2, 32), (32, 1, 128)]
 
 
@@ -41,7 +42,8 @@ def main() -> None:
                 ref = out if ref is None else ref
                 us = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
                 line.append(f"bn{bn or at.block_n(hd)}/cb{cb}/mc{mc} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
-            print(f"{name:14} ctx {ctx:5} pos {pos:5} rows {rows:2}/{real:<2} K/V {kv_bytes / 1e6:6.2f} MB | "
+            print(f"{name:14} ctx {ctx:5} pos {pos:5} rows {rows:2}/{real:<2} K/V {kv_bytes / 1e6:6.2f} MB "
+                  f"({kv_bytes / 1e3 / float(line[0].split()[-1]):5.0f} GB/s at the first setting) | "
                   + "  ".join(line), flush=True)
 
 

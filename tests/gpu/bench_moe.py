@@ -101,9 +101,9 @@ def sweep_grouped(lw, h, w, sel, n, gu_bytes, dn_bytes) -> None:
     g = torch.randn(t * k, ff, device=h.device).to(torch.bfloat16)
     y = torch.empty((t * k, d), dtype=torch.float32, device=h.device)
     G, U, D = lw.gate_exps.packed, lw.up_exps.packed, lw.down_exps.packed
-    for bm, bn, warps, stages in ((32, 32, 4, 0), (32, 32, 4, 1), (32, 32, 4, 2), (32, 32, 8, 0), (32, 64, 4, 0),
-                                  (32, 64, 8, 0), (32, 128, 8, 0), (16, 64, 4, 0), (64, 32, 4, 0), (64, 64, 4, 0),
-                                  (64, 64, 8, 0), (64, 128, 8, 0), (128, 64, 8, 0)):
+    for bm, bn, warps, stages in ((32, 32, 4, 0), (64, 64, 4, 0), (64, 64, 4, 2), (64, 64, 4, 3), (64, 64, 4, 4),
+                                  (64, 128, 4, 0), (64, 128, 4, 2), (128, 32, 4, 0), (128, 64, 4, 2), (64, 32, 4, 2),
+                                  (32, 64, 4, 2), (32, 128, 4, 0)):
         tab = moe_grouped.blocks(sel, ne, n, bm)
         try:
             ka = moe_grouped._grouped(h, False, k, tab, ne, G, U, ff, gu, bm, bn, warps, stages)
