@@ -29,11 +29,13 @@ from engine.kernels.stream_matmul import _chunk_dot
 # program, warps and pipeline stages; fixed for the run, so every pair is computed by the same code.
 # H200, qwen3-30b-a3b layer 0, 512-row prompt tile (tests/gpu/bench_moe.py --sweep-grouped, 2026-12-04),
 # gate|up + down: BM 32 BN 32 1,018 + 501 us (the old default), BM 32 BN 64 646 + 297, BM 64 BN 64 574 + 282,
-# BM 64 BN 128 (8 warps) 595 + 276, BM 16 BN 64 913 + 381; 8 warps or 1 stage slower at every size
+# BM 64 BN 128 (8 warps) 595 + 276, BM 16 BN 64 913 + 381; 8 warps or 1 stage slower at every size. Then
+# (run_long_decode.sh) BM 64 BN 64 at 2 stages 420 + 192 (Triton's default 3: 574 + 281; 4: 583 + 287),
+# BN 128 spills, BM 128 slower
 GROUP_BM = int(os.environ.get("STRATA_MOE_BM", "64"))
 BN = int(os.environ.get("STRATA_MOE_BN", "64"))
 WARPS = int(os.environ.get("STRATA_MOE_GROUP_WARPS", "4"))
-STAGES = int(os.environ.get("STRATA_MOE_GROUP_STAGES", "0"))    # 0: Triton's default software pipelining
+STAGES = int(os.environ.get("STRATA_MOE_GROUP_STAGES", "2"))    # 0: Triton's default software pipelining
 
 
 @triton.jit
