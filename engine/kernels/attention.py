@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.kernels import pdl
+from engine.kernels import flash_prompt, pdl
 from engine.kernels.fused import _q8
 from engine.kernels.stream_matmul import all_rows
 
@@ -83,96 +83,6 @@ def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, strid
         _q8(y, o_ptr, q8_ptr, ds_ptr, t, tl.num_programs(1) * HD, h * HD, HD)
 
 
-# Prompt tiles (more than SPLIT_ROWS rows): flash attention on the tensor cores (STRATA_ATTN_FLASH=0: the
-# program per (row, head) above, for comparing). One program per (block of BR tile rows, KV head) holds the
-# block's rows times the KV head's query heads as the BR * GP rows of its matrix products (GP: the group
-# rounded up to a power of two), so each key block it loads serves every row and head of the group. A
-# row's arithmetic is its own: its scores and its P @ V row come from its own q and p rows, its softmax
-# state is its own, and key blocks lie on the absolute grid of BN keys. Blocks outside a row's keys (past
-# its position, before its window, or of another slot) leave its state exactly as it was: its running max
-# starts at -1e30, not -inf, so such a block gives p = 0 and a rescale of exactly 1. So a row's bits do not
-# depend on the rows beside it or where its tile starts. The block's rows of one slot go together; a
-# block that holds rows of several slots (where one slot's prompt rows end and the next one's begin) takes
-# them slot by slot. q and p enter the products in bfloat16 (as flash attention does); sums in float32.
-# H200: see FLASH_ROWS.
-FLASH = os.environ.get("STRATA_ATTN_FLASH", "1") == "1"
-FLASH_ROWS = 128            # matrix rows a program (tile rows x padded group); 64 for heads of 256 values
-# the products' input type: Triton's interpreter has no bfloat16 product, so the CPU tests run float32
-FLASH_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
-
-
-def flash_config(group: int, hd: int) -> tuple[int, int, int, int]:
-    """(GP, BR, BN, warps) of the flash kernel for a query group size and head size: fixed per model."""
-    gp = triton.next_power_of_2(group)
-    m = FLASH_ROWS if hd <= 128 else FLASH_ROWS // 2
-    return gp, max(1, m // gp), 64 if hd <= 128 else 32, 8 if hd >= 128 else 4
-
-
-@triton.jit
-def _flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh, stride_ks,
-                  stride_kc, stride_kh, stride_ot, stride_oh, window, scale, G: tl.constexpr, GP: tl.constexpr,
-                  BR: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, DT: tl.constexpr,
-                  PDL: tl.constexpr):
-    pdl.enter(PDL)
-    kvh = tl.program_id(1)
-    i = tl.arange(0, BR * GP)
-    r = tl.program_id(0) * BR + i // GP                 # the matrix row's tile row and query head
-    hh = i % GP
-    h = kvh * G + hh
-    d = tl.arange(0, HD)
-    n_real = T
-    if HAS_N:
-        n_real = tl.minimum(tl.load(nreal_ptr), T)
-    live = (r < n_real) & (hh < G)
-    rr = tl.where(r < T, r, 0)
-    slot = tl.load(slot_ptr + rr).to(tl.int64)
-    pos = tl.load(pos_ptr + rr).to(tl.int32)
-    lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-    q = tl.load(q_ptr + rr.to(tl.int64)[:, None] * stride_qt + h[:, None] * stride_qh + d[None, :],
-                mask=live[:, None], other=0.0).to(DT)
-    o_off = rr.to(tl.int64)[:, None] * stride_ot + h[:, None] * stride_oh + d[None, :]
-    tl.store(o_ptr + o_off, tl.zeros((BR * GP, HD), tl.float32).to(o_ptr.dtype.element_ty),
-             mask=((r < T) & (hh < G) & ~live)[:, None])          # padding rows: zeros, no keys read
-    done = ~live
-    while tl.sum((~done).to(tl.int32)) > 0:
-        first = tl.min(tl.where(done, BR * GP, i))
-        s = tl.sum(tl.where(i == first, slot, 0))                   # the first row left: its slot's rows go now
-        act = ~done & (slot == s)
-        hi = tl.max(tl.where(act, pos, -1))
-        start = (tl.min(tl.where(act, lo, 1 << 30)) // BN) * BN
-        base = s * stride_ks + kvh * stride_kh
-        m = tl.full((BR * GP,), -1e30, tl.float32)
-        l = tl.zeros((BR * GP,), tl.float32)
-        acc = tl.zeros((BR * GP, HD), tl.float32)
-        for k0 in range(start, hi + 1, BN):
-            n = k0 + tl.arange(0, BN)
-            kv_off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-            k = tl.load(k_ptr + kv_off, mask=(n <= hi)[:, None], other=0.0).to(DT)
-            sc = tl.dot(q, tl.trans(k)) * scale
-            ok = act[:, None] & (n[None, :] <= pos[:, None]) & (n[None, :] >= lo[:, None])
-            sc = tl.where(ok, sc, float("-inf"))
-            m_new = tl.maximum(m, tl.max(sc, axis=1))
-            p = tl.exp(sc - m_new[:, None])
-            alpha = tl.exp(m - m_new)
-            v = tl.load(v_ptr + kv_off, mask=(n <= hi)[:, None], other=0.0).to(DT)
-            l = l * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
-            m = m_new
-        tl.store(o_ptr + o_off, (acc / tl.where(act, l, 1.0)[:, None]).to(o_ptr.dtype.element_ty), mask=act[:, None])
-        done = done | act
-
-
-def _flash_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real) -> None:
-    T, H, hd = q.shape
-    g = H // k_cache.shape[2]
-    gp, br, bn, warps = flash_config(g, hd)
-    _flash_kernel[(triton.cdiv(T, br), k_cache.shape[2])](
-        q, k_cache, v_cache, out, slot, pos, n_real if n_real is not None else slot, T, q.stride(0), q.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), out.stride(0), out.stride(1), int(window),
-        float(scale), G=g, GP=gp, BR=br, HD=hd, BN=bn, HAS_N=n_real is not None, DT=FLASH_DTYPE, num_warps=warps,
-        **pdl.launch(q.device))
-
-
 # Decode tiles (up to SPLIT_ROWS rows) over long contexts: one program per (row, head) walks every key
 # alone, so a row at 6K keys keeps 32 programs busy for the whole walk. So (STRATA_ATTN_SPLIT=0 turns it
 # off, for comparing) the keys are cut into chunks of chunk_keys(ctx) keys, one program per (head,
@@ -233,6 +143,83 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
     elif FUSED:
         if c == 0:
             _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
+
+
+# The split kernel's KV-group form (STRATA_ATTN_GROUP=1): one program per (KV head, chunk, row) holds the
+# group's query heads as rows of [GP, BN, HD] products, so each key block is loaded once for all of them
+# (the per-head form loads it once per query head). Per head the arithmetic is fixed by the shape (float32
+# products summed over the head's values, the same online softmax), so a row's bits depend on nothing
+# beside it; the chunks merge per head as before. Keys per step: as many as keep GP * BN * HD at 16K.
+GROUP = os.environ.get("STRATA_ATTN_GROUP", "0") == "1"
+
+
+def group_block_n(gp: int, hd: int) -> int:
+    return max(16, 16384 // (gp * hd))
+
+
+@triton.jit
+def _group_walk(q, k_ptr, v_ptr, base, start, end, lo, pos, stride_kc, HD: tl.constexpr, BN: tl.constexpr):
+    """_walk for the query heads q [GP, HD] (scaled, float32) of one KV head: (max, sum, acc) per head."""
+    d = tl.arange(0, HD)
+    m = tl.full((q.shape[0],), float("-inf"), tl.float32)
+    l = tl.zeros((q.shape[0],), tl.float32)
+    acc = tl.zeros((q.shape[0], HD), tl.float32)
+    for s in range(start, end, BN):
+        n = s + tl.arange(0, BN)
+        ok = (n <= pos) & (n >= lo)
+        off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
+        k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+        sc = tl.where(ok[None, :], tl.sum(k[None, :, :] * q[:, None, :], axis=2), float("-inf"))
+        m_new = tl.maximum(m, tl.max(sc, axis=1))
+        p = tl.exp(sc - m_new[:, None])
+        alpha = tl.exp(m - m_new)
+        v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m = m_new
+    return m, l, acc
+
+
+@triton.jit
+def _split_group_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt,
+                        stride_qh, stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot,
+                        stride_oh, q8_ptr, ds_ptr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr,
+                        BN: tl.constexpr, FUSED: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
+    """Program (kvh, c, t): _split_kernel's work for the G query heads of KV head kvh at once; FUSED: the
+    row's last chunk program of the group (a ticket counter per row and KV head) merges each head."""
+    pdl.enter(PDL)
+    kvh = tl.program_id(0)
+    c = tl.program_id(1)
+    t = tl.program_id(2)
+    H = tl.num_programs(0) * G
+    g = tl.arange(0, GP)
+    h = kvh * G + g
+    d = tl.arange(0, HD)
+    if t < tl.minimum(tl.load(nreal_ptr), T):
+        pos = tl.load(pos_ptr + t).to(tl.int32)
+        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
+        if (c >= lo // CH) & (c <= pos // CH):
+            slot = tl.load(slot_ptr + t).to(tl.int64)
+            q = tl.load(q_ptr + t * stride_qt + h[:, None] * stride_qh + d[None, :], mask=(g < G)[:, None],
+                        other=0.0).to(tl.float32) * scale
+            base = slot * stride_ks + kvh * stride_kh
+            m, l, acc = _group_walk(q, k_ptr, v_ptr, base, tl.maximum(c * CH, (lo // BN) * BN),
+                                    tl.minimum(c * CH + CH, pos + 1), lo, pos, stride_kc, HD, BN)
+            at = (t * H + h) * NC + c
+            tl.store(part_ptr + at[:, None] * HD + d[None, :], acc, mask=(g < G)[:, None])
+            tl.store(ml_ptr + at * 2, m, mask=g < G)
+            tl.store(ml_ptr + at * 2 + 1, l, mask=g < G)
+            if FUSED:
+                ticket = tl.atomic_add(cnt_ptr + t * (H // G) + kvh, 1, sem="acq_rel")
+                if ticket == pos // CH - lo // CH:
+                    tl.store(cnt_ptr + t * (H // G) + kvh, 0)
+                    for gi in range(G):
+                        _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, pos, lo, stride_ot,
+                                   stride_oh, NC, CH, HD, Q8)
+    elif FUSED:
+        if c == 0:
+            for gi in range(G):
+                _zero_row(o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, stride_ot, stride_oh, HD, Q8)
 
 
 @triton.jit
@@ -311,11 +298,21 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
     q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
-    _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
-                              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
-                              ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0), out.stride(1),
-                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
-                              num_warps=WARPS, **pdl.launch(q.device))
+    kvh, g = k_cache.shape[2], H // k_cache.shape[2]
+    if GROUP:
+        gp = triton.next_power_of_2(g)
+        _split_group_kernel[(kvh, nc, T)](
+            q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1), k_cache.stride(0),
+            k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
+            tickets(q.device, T * kvh) if FUSED else count, out, out.stride(0), out.stride(1), q8a, q8b, G=g, GP=gp,
+            HD=hd, BN=min(group_block_n(gp, hd), ch), FUSED=FUSED, Q8=q8 is not None, num_warps=WARPS,
+            **pdl.launch(q.device))
+    else:
+        _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
+                                  k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale),
+                                  nc, ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0),
+                                  out.stride(1), q8a, q8b, G=g, HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
+                                  num_warps=WARPS, **pdl.launch(q.device))
     if not FUSED:
         _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
                               HD=hd, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))
@@ -335,8 +332,8 @@ def tile_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     if SPLIT and T <= SPLIT_ROWS:
         _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8)
         return out
-    if FLASH and T > SPLIT_ROWS and q8 is None and hd >= 16:
-        _flash_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real)
+    if flash_prompt.FLASH and T > SPLIT_ROWS and q8 is None and hd >= 16:
+        flash_prompt.attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real)
         return out
     _attn_kernel[(T, H)](q, k_cache, v_cache, out, slot, pos, n_real if n_real is not None else slot,
                          q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),

@@ -55,12 +55,15 @@ def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, monkeypatch,
     checked(attn, heads, kv, hd, window, heads * 7 + hd, [0, 17, 79, 40, 3, 0])
 
 
+@pytest.mark.parametrize("group", [False, True])
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (4, 4, 16, 5), (8, 2, 32, 30)])
 def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
-                                                                               window):
+                                                                               window, group):
     """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
-    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten)."""
+    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten);
+    group: a program per KV head walks its query heads together (each key block loaded once)."""
     monkeypatch.setattr(attn, "SPLIT", True)
+    monkeypatch.setattr(attn, "GROUP", group)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
     assert attn.chunk_keys(80, 8) == 8 and attn.chunk_keys(4096, 8) == 256
     out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
@@ -70,13 +73,16 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
         assert torch.equal(alone[0], out[t])
 
 
-def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch):
-    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) merges the chunks
-    itself (no merge kernel): the same bits as split + merge, also in the int8 form of the output and for
-    padding rows (zeros), and every ticket counter back at 0 for the next launch."""
+@pytest.mark.parametrize("group", [False, True])
+def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch, group):
+    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) (group: of each row
+    and KV head) merges the chunks itself (no merge kernel): the same bits as split + merge, also in the
+    int8 form of the output and for padding rows (zeros), and every ticket counter back at 0 for the next
+    launch."""
     from engine.kernels.dp4a_gemv import buffers
 
     monkeypatch.setattr(attn, "SPLIT", True)
+    monkeypatch.setattr(attn, "GROUP", group)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
     gen = torch.Generator().manual_seed(21)
     heads, kv, hd = 4, 2, 32
@@ -112,14 +118,15 @@ def bf16(t):
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5), (4, 1, 32, 20)])
 def test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
                                                                                window):
-    """Prompt tiles (more than SPLIT_ROWS rows): the flash kernel against torch (to 3e-2 with q, k, v and p
-    in bfloat16 on a GPU; to 1e-5 in float32 under the interpreter), padding rows zero; a block of rows that spans two slots; and each row's bits the same in
-    a tile of other rows, at another place in it, and beside other rows (the tile's blocks start
-    elsewhere)."""
-    monkeypatch.setattr(attn, "FLASH", True)
-    monkeypatch.setattr(attn, "FLASH_ROWS", 32)
-    gp, br, bn, _ = attn.flash_config(heads // kv, hd)
-    monkeypatch.setattr(attn, "flash_config", lambda g, d: (gp, br, 16, 4))   # 16-key blocks: several a row
+    """Prompt tiles (more than SPLIT_ROWS rows): the flash kernel (engine.kernels.flash_prompt) against torch
+    (to 3e-2 with q, k, v and p in bfloat16 on a GPU; to 1e-5 in float32 under the interpreter), padding
+    rows zero; a block of rows that spans two slots; and each row's bits the same in a tile of other rows,
+    at another place in it, and beside other rows (the tile's blocks start elsewhere)."""
+    fl = attn.flash_prompt
+    monkeypatch.setattr(fl, "FLASH", True)
+    monkeypatch.setattr(fl, "FLASH_ROWS", 32)
+    gp, br, bn, _ = fl.flash_config(heads // kv, hd)
+    monkeypatch.setattr(fl, "flash_config", lambda g, d: (gp, br, 16, 4))   # 16-key blocks: several a row
     gen = torch.Generator().manual_seed(heads * 11 + hd + window)
     kc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
     vc = torch.randn(3, 96, kv, hd, generator=gen).to(DEV)
@@ -130,7 +137,7 @@ def test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant(att
     n_real = torch.tensor([40], device=DEV)
     scale = 1 / math.sqrt(hd)
     out = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=n_real)
-    gpu = attn.FLASH_DTYPE == attn.tl.bfloat16
+    gpu = fl.FLASH_DTYPE == fl.tl.bfloat16
     rounded = bf16 if gpu else (lambda t: t)
     ref = reference(rounded(q.cpu()), rounded(kc.cpu()), rounded(vc.cpu()), slot.cpu(), pos.cpu(), window, scale)
     assert (out[:40].cpu().double() - ref[:40]).abs().max() < (3e-2 if gpu else 1e-5)
@@ -149,9 +156,9 @@ def test_flash_attention_is_the_prompt_tiles_default(attn, monkeypatch):
     """Above SPLIT_ROWS rows without an int8 output, tile_attention runs the flash kernel (a planted fault
     in its dispatch would leave prompt tiles on the program per (row, head), which matches torch too)."""
     calls = []
-    monkeypatch.setattr(attn, "_flash_attention", lambda *a: calls.append(a[0].shape[0]))
+    monkeypatch.setattr(attn.flash_prompt, "attention", lambda *a: calls.append(a[0].shape[0]))
     q = torch.zeros(attn.SPLIT_ROWS + 1, 4, 16, device=DEV)
     kc = torch.zeros(2, 40, 2, 16, device=DEV)
     attn.tile_attention(q, kc, kc, torch.zeros(q.shape[0], dtype=torch.long, device=DEV),
                         torch.arange(q.shape[0], device=DEV), 0, 0.25)
-    assert calls == [attn.SPLIT_ROWS + 1] and attn.FLASH
+    assert calls == [attn.SPLIT_ROWS + 1] and attn.flash_prompt.FLASH
