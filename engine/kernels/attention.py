@@ -145,83 +145,6 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
             _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
 
 
-# The split kernel's KV-group form (STRATA_ATTN_GROUP=1): one program per (KV head, chunk, row) holds the
-# group's query heads as rows of [GP, BN, HD] products, so each key block is loaded once for all of them
-# (the per-head form loads it once per query head). Per head the arithmetic is fixed by the shape (float32
-# products summed over the head's values, the same online softmax), so a row's bits depend on nothing
-# beside it; the chunks merge per head as before. Keys per step: as many as keep GP * BN * HD at 16K.
-GROUP = os.environ.get("STRATA_ATTN_GROUP", "0") == "1"
-
-
-def group_block_n(gp: int, hd: int) -> int:
-    return max(16, 16384 // (gp * hd))
-
-
-@triton.jit
-def _group_walk(q, k_ptr, v_ptr, base, start, end, lo, pos, stride_kc, HD: tl.constexpr, BN: tl.constexpr):
-    """_walk for the query heads q [GP, HD] (scaled, float32) of one KV head: (max, sum, acc) per head."""
-    d = tl.arange(0, HD)
-    m = tl.full((q.shape[0],), float("-inf"), tl.float32)
-    l = tl.zeros((q.shape[0],), tl.float32)
-    acc = tl.zeros((q.shape[0], HD), tl.float32)
-    for s in range(start, end, BN):
-        n = s + tl.arange(0, BN)
-        ok = (n <= pos) & (n >= lo)
-        off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-        k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-        sc = tl.where(ok[None, :], tl.sum(k[None, :, :] * q[:, None, :], axis=2), float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        p = tl.exp(sc - m_new[:, None])
-        alpha = tl.exp(m - m_new)
-        v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(tl.float32)
-        l = l * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
-        m = m_new
-    return m, l, acc
-
-
-@triton.jit
-def _split_group_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt,
-                        stride_qh, stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot,
-                        stride_oh, q8_ptr, ds_ptr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr,
-                        BN: tl.constexpr, FUSED: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
-    """Program (kvh, c, t): _split_kernel's work for the G query heads of KV head kvh at once; FUSED: the
-    row's last chunk program of the group (a ticket counter per row and KV head) merges each head."""
-    pdl.enter(PDL)
-    kvh = tl.program_id(0)
-    c = tl.program_id(1)
-    t = tl.program_id(2)
-    H = tl.num_programs(0) * G
-    g = tl.arange(0, GP)
-    h = kvh * G + g
-    d = tl.arange(0, HD)
-    if t < tl.minimum(tl.load(nreal_ptr), T):
-        pos = tl.load(pos_ptr + t).to(tl.int32)
-        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        if (c >= lo // CH) & (c <= pos // CH):
-            slot = tl.load(slot_ptr + t).to(tl.int64)
-            q = tl.load(q_ptr + t * stride_qt + h[:, None] * stride_qh + d[None, :], mask=(g < G)[:, None],
-                        other=0.0).to(tl.float32) * scale
-            base = slot * stride_ks + kvh * stride_kh
-            m, l, acc = _group_walk(q, k_ptr, v_ptr, base, tl.maximum(c * CH, (lo // BN) * BN),
-                                    tl.minimum(c * CH + CH, pos + 1), lo, pos, stride_kc, HD, BN)
-            at = (t * H + h) * NC + c
-            tl.store(part_ptr + at[:, None] * HD + d[None, :], acc, mask=(g < G)[:, None])
-            tl.store(ml_ptr + at * 2, m, mask=g < G)
-            tl.store(ml_ptr + at * 2 + 1, l, mask=g < G)
-            if FUSED:
-                ticket = tl.atomic_add(cnt_ptr + t * (H // G) + kvh, 1, sem="acq_rel")
-                if ticket == pos // CH - lo // CH:
-                    tl.store(cnt_ptr + t * (H // G) + kvh, 0)
-                    for gi in range(G):
-                        _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, pos, lo, stride_ot,
-                                   stride_oh, NC, CH, HD, Q8)
-    elif FUSED:
-        if c == 0:
-            for gi in range(G):
-                _zero_row(o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, stride_ot, stride_oh, HD, Q8)
-
-
 @triton.jit
 def _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh, NC, CH,
                HD: tl.constexpr, Q8: tl.constexpr):
@@ -298,21 +221,11 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
     q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
-    kvh, g = k_cache.shape[2], H // k_cache.shape[2]
-    if GROUP:
-        gp = triton.next_power_of_2(g)
-        _split_group_kernel[(kvh, nc, T)](
-            q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1), k_cache.stride(0),
-            k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
-            tickets(q.device, T * kvh) if FUSED else count, out, out.stride(0), out.stride(1), q8a, q8b, G=g, GP=gp,
-            HD=hd, BN=min(group_block_n(gp, hd), ch), FUSED=FUSED, Q8=q8 is not None, num_warps=WARPS,
-            **pdl.launch(q.device))
-    else:
-        _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
-                                  k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale),
-                                  nc, ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0),
-                                  out.stride(1), q8a, q8b, G=g, HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
-                                  num_warps=WARPS, **pdl.launch(q.device))
+    _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
+                              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
+                              ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0), out.stride(1),
+                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
+                              num_warps=WARPS, **pdl.launch(q.device))
     if not FUSED:
         _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
                               HD=hd, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))

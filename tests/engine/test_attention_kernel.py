@@ -55,15 +55,12 @@ def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, monkeypatch,
     checked(attn, heads, kv, hd, window, heads * 7 + hd, [0, 17, 79, 40, 3, 0])
 
 
-@pytest.mark.parametrize("group", [False, True])
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (4, 4, 16, 5), (8, 2, 32, 30)])
 def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
-                                                                               window, group):
+                                                                               window):
     """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
-    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten);
-    group: a program per KV head walks its query heads together (each key block loaded once)."""
+    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten)."""
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "GROUP", group)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
     assert attn.chunk_keys(80, 8) == 8 and attn.chunk_keys(4096, 8) == 256
     out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
@@ -73,16 +70,13 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
         assert torch.equal(alone[0], out[t])
 
 
-@pytest.mark.parametrize("group", [False, True])
-def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch, group):
-    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) (group: of each row
-    and KV head) merges the chunks itself (no merge kernel): the same bits as split + merge, also in the
-    int8 form of the output and for padding rows (zeros), and every ticket counter back at 0 for the next
-    launch."""
+def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch):
+    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) merges the chunks
+    itself (no merge kernel): the same bits as split + merge, also in the int8 form of the output and for
+    padding rows (zeros), and every ticket counter back at 0 for the next launch."""
     from engine.kernels.dp4a_gemv import buffers
 
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "GROUP", group)
     monkeypatch.setattr(attn, "BLOCK_N", 8)
     gen = torch.Generator().manual_seed(21)
     heads, kv, hd = 4, 2, 32
