@@ -145,6 +145,73 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
             _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
 
 
+# The split kernel on the tensor cores, a program per KV head (STRATA_ATTN_TC=1; off until measured on a
+# GPU): program (kvh, c, t) holds the group's query heads as the first G of GP >= 16 matrix rows, so each key
+# block it loads serves all of them and its scores and P @ V are matrix products (q and p in bfloat16, as in
+# engine.kernels.flash_prompt; sums in float32). A head's arithmetic depends on its own q row and its keys
+# only, so a row's bits depend on nothing beside it; its chunks merge as the split kernel's do. Why: the
+# split kernel loads each key block once per query head and reads K/V at about 1 TB/s (H200, 8B shape, 4 rows
+# at 6,000 positions: 98 MB in 101.7 us); the same with CUDA-core products ([G, BN, HD] sums) was 2-4x slower.
+TC = os.environ.get("STRATA_ATTN_TC", "0") == "1"
+
+
+@triton.jit
+def _split_tc_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
+                     stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot, stride_oh,
+                     q8_ptr, ds_ptr, G: tl.constexpr, GP: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr,
+                     DT: tl.constexpr, FUSED: tl.constexpr, Q8: tl.constexpr, PDL: tl.constexpr):
+    """Program (kvh, c, t): _split_kernel's work for the G query heads of KV head kvh; FUSED: the row's last
+    chunk program of the KV head (a ticket counter per row and KV head) merges each of its heads."""
+    pdl.enter(PDL)
+    kvh = tl.program_id(0)
+    c = tl.program_id(1)
+    t = tl.program_id(2)
+    KVH = tl.num_programs(0)
+    H = KVH * G
+    g = tl.arange(0, GP)
+    h = kvh * G + g
+    d = tl.arange(0, HD)
+    if t < tl.minimum(tl.load(nreal_ptr), T):
+        pos = tl.load(pos_ptr + t).to(tl.int32)
+        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
+        if (c >= lo // CH) & (c <= pos // CH):
+            slot = tl.load(slot_ptr + t).to(tl.int64)
+            q = tl.load(q_ptr + t * stride_qt + h[:, None] * stride_qh + d[None, :], mask=(g < G)[:, None],
+                        other=0.0).to(DT)
+            base = slot * stride_ks + kvh * stride_kh
+            m = tl.full((GP,), float("-inf"), tl.float32)       # the first block holds a key of the row
+            l = tl.zeros((GP,), tl.float32)
+            acc = tl.zeros((GP, HD), tl.float32)
+            for s in range(tl.maximum(c * CH, (lo // BN) * BN), tl.minimum(c * CH + CH, pos + 1), BN):
+                n = s + tl.arange(0, BN)
+                ok = (n <= pos) & (n >= lo)
+                off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
+                k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(DT)
+                sc = tl.where(ok[None, :], tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+                m_new = tl.maximum(m, tl.max(sc, axis=1))
+                p = tl.exp(sc - m_new[:, None])
+                alpha = tl.exp(m - m_new)
+                v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(DT)
+                l = l * alpha + tl.sum(p, axis=1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
+                m = m_new
+            at = (t * H + h) * NC + c
+            tl.store(part_ptr + at[:, None] * HD + d[None, :], acc, mask=(g < G)[:, None])
+            tl.store(ml_ptr + at * 2, m, mask=g < G)
+            tl.store(ml_ptr + at * 2 + 1, l, mask=g < G)
+            if FUSED:
+                ticket = tl.atomic_add(cnt_ptr + t * KVH + kvh, 1, sem="acq_rel")
+                if ticket == pos // CH - lo // CH:
+                    tl.store(cnt_ptr + t * KVH + kvh, 0)
+                    for gi in range(G):
+                        _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, pos, lo, stride_ot,
+                                   stride_oh, NC, CH, HD, Q8)
+    elif FUSED:
+        if c == 0:
+            for gi in range(G):
+                _zero_row(o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, stride_ot, stride_oh, HD, Q8)
+
+
 @triton.jit
 def _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh, NC, CH,
                HD: tl.constexpr, Q8: tl.constexpr):
@@ -221,11 +288,20 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     ml = torch.empty((T, H, nc, 2), dtype=torch.float32, device=q.device)
     count = all_rows(n_real, T, q.device)
     q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
-    _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
-                              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc,
-                              ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0), out.stride(1),
-                              q8a, q8b, G=H // k_cache.shape[2], HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
-                              num_warps=WARPS, **pdl.launch(q.device))
+    kvh, g = k_cache.shape[2], H // k_cache.shape[2]
+    if TC and hd >= 16:
+        _split_tc_kernel[(kvh, nc, T)](
+            q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1), k_cache.stride(0),
+            k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
+            tickets(q.device, T * kvh) if FUSED else count, out, out.stride(0), out.stride(1), q8a, q8b, G=g,
+            GP=max(16, triton.next_power_of_2(g)), HD=hd, BN=min(64 if hd <= 128 else 32, ch),
+            DT=flash_prompt.FLASH_DTYPE, FUSED=FUSED, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))
+    else:
+        _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),
+                                  k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), int(window), float(scale),
+                                  nc, ch, tickets(q.device, T * H) if FUSED else count, out, out.stride(0),
+                                  out.stride(1), q8a, q8b, G=g, HD=hd, BN=bn, FUSED=FUSED, Q8=q8 is not None,
+                                  num_warps=WARPS, **pdl.launch(q.device))
     if not FUSED:
         _merge_kernel[(T, H)](part, ml, out, pos, count, out.stride(0), out.stride(1), int(window), nc, ch, q8a, q8b,
                               HD=hd, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))

@@ -30,9 +30,14 @@ def reference(q, kc, vc, slot, pos, window, scale):
     return out
 
 
-def checked(attn, heads, kv, hd, window, seed, positions):
+def bf16(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def checked(attn, heads, kv, hd, window, seed, positions, bf16_products=False):
     """Six rows over three slots of an 80-position cache: the kernel's output, checked against torch
-    and with the last two rows as padding; returns (out, the call's arguments)."""
+    and with the last two rows as padding; returns (out, the call's arguments). bf16_products: q, k, v
+    and p enter bfloat16 products (a tensor-core kernel on a GPU): against torch on rounded inputs, to 3e-2."""
     gen = torch.Generator().manual_seed(seed)
     kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
     vc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
@@ -41,8 +46,9 @@ def checked(attn, heads, kv, hd, window, seed, positions):
     pos = torch.tensor(positions, device=DEV)
     scale = 1 / math.sqrt(hd)
     out = attn.tile_attention(q, kc, vc, slot, pos, window, scale)
-    ref = reference(q.cpu(), kc.cpu(), vc.cpu(), slot.cpu(), pos.cpu(), window, scale)
-    assert torch.allclose(out.cpu().double(), ref, atol=1e-5)
+    r = bf16 if bf16_products else (lambda t: t)
+    ref = reference(r(q.cpu()), r(kc.cpu()), r(vc.cpu()), slot.cpu(), pos.cpu(), window, scale)
+    assert torch.allclose(out.cpu().double(), ref, atol=3e-2 if bf16_products else 1e-5)
     part = attn.tile_attention(q, kc, vc, slot, pos, window, scale, n_real=torch.tensor([4], device=DEV))
     assert torch.equal(part[:4], out[:4]) and not part[4:].any()
     return out, (q, kc, vc, slot, pos, window, scale)
@@ -55,29 +61,37 @@ def test_tile_attention_matches_torch_and_zeroes_padding_rows(attn, monkeypatch,
     checked(attn, heads, kv, hd, window, heads * 7 + hd, [0, 17, 79, 40, 3, 0])
 
 
+@pytest.mark.parametrize("tc", [False, True])
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (4, 4, 16, 5), (8, 2, 32, 30)])
 def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(attn, monkeypatch, heads, kv, hd,
-                                                                               window):
+                                                                               window, tc):
     """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
-    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten)."""
+    (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten).
+    tc (STRATA_ATTN_TC): a program per KV head with matrix products, in 16-key chunks (a GPU's products
+    need 16)."""
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "BLOCK_N", 8)
+    monkeypatch.setattr(attn, "TC", tc)
+    monkeypatch.setattr(attn, "BLOCK_N", 16 if tc else 8)
     assert attn.chunk_keys(80, 8) == 8 and attn.chunk_keys(4096, 8) == 256
+    gpu_tc = tc and attn.flash_prompt.FLASH_DTYPE == attn.tl.bfloat16
     out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
-                                                         [0, 33, 79, 40, 3, 64])
+                                                         [0, 33, 79, 40, 3, 64], gpu_tc)
     for t in (2, 5):                                    # a row alone: the same bits
         alone = attn.tile_attention(q[t:t + 1], kc, vc, slot[t:t + 1], pos[t:t + 1], window, scale)
         assert torch.equal(alone[0], out[t])
 
 
-def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch):
-    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) merges the chunks
-    itself (no merge kernel): the same bits as split + merge, also in the int8 form of the output and for
-    padding rows (zeros), and every ticket counter back at 0 for the next launch."""
+@pytest.mark.parametrize("tc", [False, True])
+def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatch, tc):
+    """STRATA_ATTN_FUSED=1: the split kernel's last chunk program of each (row, head) (tc: of each row and
+    KV head) merges the chunks itself (no merge kernel): the same bits as split + merge, also in the int8
+    form of the output and for padding rows (zeros), and every ticket counter back at 0 for the next
+    launch."""
     from engine.kernels.dp4a_gemv import buffers
 
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "BLOCK_N", 8)
+    monkeypatch.setattr(attn, "TC", tc)
+    monkeypatch.setattr(attn, "BLOCK_N", 16 if tc else 8)
     gen = torch.Generator().manual_seed(21)
     heads, kv, hd = 4, 2, 32
     kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)
@@ -103,10 +117,6 @@ def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatc
     assert all(torch.equal(a, b) for a, b in zip(*got))
     assert got[1][0][:4].any() and not got[1][0][4:].any()
     assert not attn.tickets(q.device, 5 * heads)[:5 * heads].any()
-
-
-def bf16(t):
-    return t.to(torch.bfloat16).to(torch.float32)
 
 
 @pytest.mark.parametrize("heads,kv,hd,window", [(9, 3, 64, 0), (8, 2, 32, 0), (4, 4, 16, 5), (4, 1, 32, 20)])

@@ -153,6 +153,11 @@ FAULTS = [
           "m = tl.full((BR * GP,), -1e30, tl.float32)",
           "m = tl.full((BR * GP,), float(\"-inf\"), tl.float32)",
           ["tests/engine/test_attention_kernel.py::test_flash_attention_for_prompt_tiles_matches_torch_and_is_row_invariant"]),
+    # the tensor-core split attention's last chunk program merging all but one head of its KV group
+    Fault("tc-split-merge-skips-a-head", "engine/kernels/attention.py",
+          "                    for gi in range(G):\n                        _merge_row(",
+          "                    for gi in range(G - 1):\n                        _merge_row(",
+          ["tests/engine/test_attention_kernel.py::test_fused_split_attention_merges_in_its_last_chunk_program"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
@@ -181,7 +186,8 @@ FAULTS = [
           ["tests/engine/test_tiles.py::test_a_windows_rows_are_a_slice_only_where_they_are_consecutive"]),
     # the fused split attention miscounting a row's chunks: no program merges them
     Fault("attn-fused-chunks-miscounted", "engine/kernels/attention.py",
-          "                if ticket == pos // CH - lo // CH:", "                if ticket == pos // CH - lo // CH + 1:",
+          "                if ticket == pos // CH - lo // CH:\n                    tl.store(cnt_ptr + t * H + h, 0)",
+          "                if ticket == pos // CH - lo // CH + 1:\n                    tl.store(cnt_ptr + t * H + h, 0)",
           ["tests/engine/test_attention_kernel.py::test_fused_split_attention_merges_in_its_last_chunk_program"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",

@@ -5,8 +5,8 @@ and tile sizes a decode step sees, per layer, on the head shapes of the referenc
 
 For each (shape, cache length, position, tile rows / real rows) prints the time of one layer's
 tile_attention (split + merge kernels, CUDA-graph replay median) for each (key block, fewest blocks per
-chunk, most chunks) setting, the first being the committed one; and the bytes of K/V the real rows
-read over that time.
+chunk, most chunks, tensor-core programs per KV head or not) setting, the first being the committed one;
+and the bytes of K/V the real rows read over that time.
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from engine.kernels import attention as at
 SHAPES = {"llama-3-8b": (32, 8, 128), "smollm2-135m": (9, 3, 64), "qwen3-30b-a3b": (32, 4, 128)}
 CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000, 1, 1), (8192, 6000, 16, 4),
          (8192, 6000, 16, 8)]
-SETTINGS = [(0, 1, 16), (0, 4, 16), (0, 1, 64), (64, 1, 64), (64, 2, 64), (0, 2, 32), (32, 1, 128)]
+# (key block, fewest blocks a chunk, most chunks, tensor-core programs per KV head: STRATA_ATTN_TC)
+SETTINGS = [(0, 1, 16, False), (0, 1, 16, True), (0, 1, 32, True), (0, 1, 64, True), (0, 4, 16, False),
+            (0, 2, 32, False)]
 
 
 def main() -> None:
@@ -34,14 +36,14 @@ def main() -> None:
             kv_bytes = 2 * real * (pos + 1) * kvh * hd * 2
             line = []
             ref = None
-            for bn, cb, mc in SETTINGS:
-                at.BLOCK_N, at.CHUNK_BLOCKS, at.MAX_CHUNKS = bn, cb, mc
+            for bn, cb, mc, tc in SETTINGS:
+                at.BLOCK_N, at.CHUNK_BLOCKS, at.MAX_CHUNKS, at.TC = bn, cb, mc, tc
                 fn = lambda: at.tile_attention(q, kc, vc, slot, p, 0, hd ** -0.5, n_real=n_real)  # noqa: E731
                 out = fn()
                 err = 0.0 if ref is None else ((out[:real] - ref[:real]).norm() / ref[:real].norm()).item()
                 ref = out if ref is None else ref
                 us = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
-                line.append(f"bn{bn or at.block_n(hd)}/cb{cb}/mc{mc} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
+                line.append(f"bn{bn or at.block_n(hd)}/cb{cb}/mc{mc}{'/tc' if tc else ''} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
             print(f"{name:14} ctx {ctx:5} pos {pos:5} rows {rows:2}/{real:<2} K/V {kv_bytes / 1e6:6.2f} MB "
                   f"({kv_bytes / 1e3 / float(line[0].split()[-1]):5.0f} GB/s at the first setting) | "
                   + "  ".join(line), flush=True)
