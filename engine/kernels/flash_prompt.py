@@ -86,11 +86,13 @@ def _flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, T, s
             l = l * alpha + tl.sum(p, axis=1)
             acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
             m = m_new
-        tl.store(o_ptr + o_off, (acc / tl.where(act, l, 1.0)[:, None]).to(o_ptr.dtype.element_ty), mask=act[:, None])
+        y = acc / tl.where(act, l, 1.0)[:, None]
+        tl.store(o_ptr + o_off, y.to(o_ptr.dtype.element_ty), mask=act[:, None])
         done = done | act
 
 
 def attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real) -> None:
+    """tile_attention's prompt-tile path: q [T, H, hd] over the caches [slots, ctx, kvh, hd] into out."""
     T, H, hd = q.shape
     g = H // k_cache.shape[2]
     gp, br, bn, warps = flash_config(g, hd)
