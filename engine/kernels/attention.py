@@ -104,6 +104,15 @@ def chunk_keys(ctx: int, bn: int) -> int:
 
 
 @triton.jit
+def _row_chunk(nreal_ptr, pos_ptr, t, T, c, CH, window):
+    """Decode tile row t (t < T) and key chunk c: (is the row real, its position, its first key, do its
+    keys reach into the chunk)."""
+    pos = tl.load(pos_ptr + t).to(tl.int32)
+    lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
+    return t < tl.minimum(tl.load(nreal_ptr), T), pos, lo, (c >= lo // CH) & (c <= pos // CH)
+
+
+@triton.jit
 def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh,
                   stride_ks, stride_kc, stride_kh, window, scale, NC, CH, cnt_ptr, o_ptr, stride_ot, stride_oh,
                   q8_ptr, ds_ptr, G: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, FUSED: tl.constexpr,
@@ -120,10 +129,9 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
     H = tl.num_programs(0)
     kvh = h // G
     d = tl.arange(0, HD)
-    if t < tl.minimum(tl.load(nreal_ptr), T):
-        pos = tl.load(pos_ptr + t).to(tl.int32)
-        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        if (c >= lo // CH) & (c <= pos // CH):
+    real, pos, lo, in_chunk = _row_chunk(nreal_ptr, pos_ptr, t, T, c, CH, window)
+    if real:
+        if in_chunk:
             slot = tl.load(slot_ptr + t).to(tl.int64)
             q = tl.load(q_ptr + t * stride_qt + h * stride_qh + d).to(tl.float32) * scale
             base = slot * stride_ks + kvh * stride_kh
@@ -171,10 +179,9 @@ def _split_tc_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, n
     g = tl.arange(0, GP)
     h = kvh * G + g
     d = tl.arange(0, HD)
-    if t < tl.minimum(tl.load(nreal_ptr), T):
-        pos = tl.load(pos_ptr + t).to(tl.int32)
-        lo = tl.where(window > 0, tl.maximum(pos - window + 1, 0), 0)
-        if (c >= lo // CH) & (c <= pos // CH):
+    real, pos, lo, in_chunk = _row_chunk(nreal_ptr, pos_ptr, t, T, c, CH, window)
+    if real:
+        if in_chunk:
             slot = tl.load(slot_ptr + t).to(tl.int64)
             q = tl.load(q_ptr + t * stride_qt + h[:, None] * stride_qh + d[None, :], mask=(g < G)[:, None],
                         other=0.0).to(DT)
