@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from app.cmd_bench import bench_prompt
+from app.cmd_bench import bench_prompt, filler_words_per_token
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
@@ -69,8 +69,8 @@ def prompt_lengths(spec: str, n: int) -> list[int] | None:
     return [lo + (hi - lo) * i // max(1, n - 1) for i in range(n)]
 
 
-def prompt_of(i: int, lengths: list[int] | None) -> str:
-    return PROMPTS[i % len(PROMPTS)] if lengths is None else bench_prompt(lengths[i], f"slot {i}")
+def prompt_of(i: int, lengths: list[int] | None, words_per_token: float) -> str:
+    return PROMPTS[i % len(PROMPTS)] if lengths is None else bench_prompt(lengths[i], f"slot {i}", words_per_token)
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -132,9 +132,10 @@ def compare(eng, cfg, args: argparse.Namespace) -> int:
     solo = msgspec.structs.replace(cfg, devices=cfg.devices.split(",")[0], layer_split="auto", parallel=1,
                                    batch_groups="auto", spec=1, piped_mtp=0)
     lengths = prompt_lengths(getattr(args, "prompt_tokens", ""), cfg.parallel)
-    first = [prompt_of(i, lengths) for i in range(cfg.parallel)]
     follow_up = getattr(args, "follow_up", False)
     with local_client(solo) as ref_eng:
+        wpt = filler_words_per_token(ref_eng) if lengths else 0.0
+        first = [prompt_of(i, lengths, wpt) for i in range(cfg.parallel)]
         reference = run_reference(ref_eng, requests(cfg.parallel, sp, "s", first))
         if reference is None:
             return 1

@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", default="1,2,4", help="comma-separated concurrent stream counts")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompt-tokens", type=int, default=64,
-                   help="approximate prompt length per stream (the filler kind; the others are their own length)")
+                   help="prompt length per stream (the filler kind, sized to the model's tokenizer; the others are "
+                        "their own length)")
     p.add_argument("--prompt-kind", choices=bench_prompts.KINDS, default="filler",
                    help="filler text, or a bundled code / prose / edit (return a file with one rename) prompt")
     p.add_argument("--temperature", type=float, default=0.0)
@@ -44,17 +45,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def bench_prompt(n_tokens: int, tag: str) -> str:
-    # streams (and levels) differ in their first words so prefix reuse cannot help
-    words = (f"Stream {tag}. " + BENCH_TEXT * (n_tokens // 20 + 1)).split(" ")
-    return " ".join(words[: max(1, int(n_tokens * 0.75))])
+def bench_prompt(n_tokens: int, tag: str, words_per_token: float = 0.75) -> str:
+    """About n_tokens of filler text (words_per_token: the model's, from filler_words_per_token); streams
+    (and levels) differ in their first words so prefix reuse cannot help."""
+    n_words = max(1, round(n_tokens * words_per_token))
+    words = (f"Stream {tag}. " + BENCH_TEXT * (n_words // 20 + 2)).split(" ")
+    return " ".join(words[:n_words])
+
+
+def filler_words_per_token(eng) -> float:
+    """Words of the filler text per token of the loaded model's tokenizer, from one request of a
+    400-word text (its first word shares nothing with the streams' prompts) and one token: so that
+    `--prompt-tokens N` gives prompts of about N tokens."""
+    probe = " ".join(("Calibration. " + BENCH_TEXT * 16).split(" ")[:400])
+    done = run_together(eng, [AddRequest(request_id="calibrate", prompt=probe,
+                                         sampling=SamplingParams(max_tokens=1))])["calibrate"].done
+    return 400 / max(1, done.prompt_tokens)
 
 
 def run_level(eng, n: int, args, tag: str) -> dict:
     sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
     kind = getattr(args, "prompt_kind", "filler")
     reqs = [AddRequest(request_id=f"{tag}{i}", sampling=msgspec.structs.replace(sp, seed=i),
-                       prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}")))
+                       prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(
+                           args.prompt_tokens, f"{tag}{i}", getattr(args, "words_per_token", 0.75))))
             for i in range(n)]
     if eng.ready.config.draft == "replay":        # a first run gives each request's own tokens to propose
         first = run_together(eng, [msgspec.structs.replace(r, request_id=r.request_id + "-rec") for r in reqs])
@@ -132,9 +146,10 @@ def run(args: argparse.Namespace) -> int:
     with local_client(cfg) as eng:
         eff = eng.ready.config
         load_rss = psutil.Process().memory_info().rss - rss0      # the engine runs in this process
+        args.words_per_token = filler_words_per_token(eng)
         run_level(eng, 1, _warm(args), "w")
         rows = [run_level(eng, n, args, f"b{n}_") for n in levels]
-        beside = read_beside(eng, args.read_beside) if args.read_beside else None
+        beside = read_beside(eng, args.read_beside, args.words_per_token) if args.read_beside else None
     layout = {"stages": [f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages], "groups": eff.groups,
               "draft": eff.draft, "spec": eff.spec, "piped_mtp": eff.piped_mtp, "dtype": eff.dtype,
               "decode_kernel": eff.decode_kernel, "weights": eff.weights,
@@ -158,9 +173,9 @@ def run(args: argparse.Namespace) -> int:
     if eff.draft == "replay":
         print(f"# replay: proposals are each request's tokens from a first run of the same prompts, each kept with "
               f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
-    cols = ["streams", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s", "drafts_offered",
-            "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms", "rows_per_window",
-            "stage_busy_pct", "chained_pct", "accepted_by_pos"]
+    cols = ["streams", "prompt_tokens", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s",
+            "drafts_offered", "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms",
+            "rows_per_window", "stage_busy_pct", "chained_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:
@@ -173,12 +188,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_beside(eng, n_tokens: int) -> dict:
+def read_beside(eng, n_tokens: int, words_per_token: float) -> dict:
     """One stream decodes; once it has emitted a few tokens another stream's n-token prompt is read.
     Returns the decoding stream's longest gap between two tokens while the prompt is read (and its
     median gap before), and the read's tok/s beside the stream against the same read alone."""
     def long_request(tag: str) -> AddRequest:
-        return AddRequest(request_id=f"read-{tag}", prompt=bench_prompt(n_tokens, f"read {tag}"),
+        return AddRequest(request_id=f"read-{tag}", prompt=bench_prompt(n_tokens, f"read {tag}", words_per_token),
                           sampling=SamplingParams(max_tokens=1, ignore_eos=True))
 
     alone = run_together(eng, [long_request("alone")])["read-alone"].done
@@ -186,7 +201,7 @@ def read_beside(eng, n_tokens: int) -> dict:
     started = threading.Event()
 
     def decode() -> None:
-        for ev in eng.submit(AddRequest(request_id="decoder", prompt=bench_prompt(16, "decoder"),
+        for ev in eng.submit(AddRequest(request_id="decoder", prompt=bench_prompt(16, "decoder", words_per_token),
                                         sampling=SamplingParams(max_tokens=100_000, ignore_eos=True))):
             if isinstance(ev, TokenDelta):
                 stamps.append(time.monotonic())

@@ -13,7 +13,7 @@ from app.cli import main
 @pytest.mark.parametrize("extra", [[], ["--spec", "3", "--draft", "lookup", "--dtype", "float32"]], ids=["plain", "lookup-drafts"])
 def test_bench_figures_add_up(capsys, synthetic, extra):
     rc = main(["bench", "--model", str(synthetic("llama")), "--streams", "1,3", "--parallel", "3",
-               "--max-tokens", "12", "--prompt-tokens", "24", "--json", *extra])
+               "--max-tokens", "12", "--prompt-tokens", "40", "--json", *extra])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     rows = out["results"]
@@ -23,6 +23,7 @@ def test_bench_figures_add_up(capsys, synthetic, extra):
         assert r["tok_s_decode"] == pytest.approx(r["streams"] * r["tok_s_per_stream"], abs=0.02 * r["streams"])
         assert 0 < r["tok_s_total"] and 0 < r["ttft_s"] < r["wall_s"]
         assert out["layout"]["stages"] == ["cpu:0-5"]
+        assert abs(r["prompt_tokens"] - 40) <= 6                            # sized to the model's tokenizer
         assert r["window_ms"] > 0
         if not extra:
             assert r["drafts_offered"] == 0 and r["tokens_per_window"] == 1.0

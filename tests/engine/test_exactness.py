@@ -125,7 +125,7 @@ def test_long_prompts_and_a_follow_up_turn_identical(capsys, synthetic):
     lines = [line for line in out.splitlines() if line.startswith("slot ")]
     assert rc == 0 and len(lines) == 6 and all("IDENTICAL" in line for line in lines), out
     lengths = [int(n) for n in out.split("# prompts of ")[1].split(" tokens")[0].split(", ")]
-    assert lengths[0] > 100 and lengths[2] > 2.2 * lengths[0], out        # several 64-row chunks each
+    assert abs(lengths[0] - 150) < 15 and abs(lengths[2] - 400) < 40, out   # the asked lengths, several chunks
     reused = [int(line.split("; ")[1].split()[0]) for line in lines[3:]]
     assert all(r >= n - 2 for r, n in zip(reused, lengths)), out       # the first prompt, all but its end
 
