@@ -193,15 +193,7 @@ def _split_tc_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, n
                 n = s + tl.arange(0, BN)
                 ok = (n <= pos) & (n >= lo)
                 off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-                k = tl.load(k_ptr + off, mask=ok[:, None], other=0.0).to(DT)
-                sc = tl.where(ok[None, :], tl.dot(q, tl.trans(k)) * scale, float("-inf"))
-                m_new = tl.maximum(m, tl.max(sc, axis=1))
-                p = tl.exp(sc - m_new[:, None])
-                alpha = tl.exp(m - m_new)
-                v = tl.load(v_ptr + off, mask=ok[:, None], other=0.0).to(DT)
-                l = l * alpha + tl.sum(p, axis=1)
-                acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
-                m = m_new
+                m, l, acc = flash_prompt.key_block(q, k_ptr, v_ptr, off, ok, ok[None, :], m, l, acc, scale, DT)
             at = (t * H + h) * NC + c
             tl.store(part_ptr + at[:, None] * HD + d[None, :], acc, mask=(g < G)[:, None])
             tl.store(ml_ptr + at * 2, m, mask=g < G)

@@ -37,6 +37,22 @@ def flash_config(group: int, hd: int) -> tuple[int, int, int, int]:
 
 
 @triton.jit
+def key_block(q, k_ptr, v_ptr, kv_off, load_ok, ok, m, l, acc, scale, DT: tl.constexpr):
+    """One key block of the online softmax on the tensor cores: the block's keys and values at kv_off
+    [BN, HD] (rows where load_ok [BN] is false read as zeros), q [M, HD] in DT, ok [M, BN] (or [1, BN]) the
+    keys each matrix row takes; the float32 state (max m, sum l, weighted values acc) after the block."""
+    k = tl.load(k_ptr + kv_off, mask=load_ok[:, None], other=0.0).to(DT)
+    sc = tl.where(ok, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+    m_new = tl.maximum(m, tl.max(sc, axis=1))
+    p = tl.exp(sc - m_new[:, None])
+    alpha = tl.exp(m - m_new)
+    v = tl.load(v_ptr + kv_off, mask=load_ok[:, None], other=0.0).to(DT)
+    l = l * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
+    return m_new, l, acc
+
+
+@triton.jit
 def _flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, T, stride_qt, stride_qh, stride_ks,
                   stride_kc, stride_kh, stride_ot, stride_oh, window, scale, G: tl.constexpr, GP: tl.constexpr,
                   BR: tl.constexpr, HD: tl.constexpr, BN: tl.constexpr, HAS_N: tl.constexpr, DT: tl.constexpr,
@@ -75,17 +91,8 @@ def _flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, slot_ptr, pos_ptr, nreal_ptr, T, s
         for k0 in range(start, hi + 1, BN):
             n = k0 + tl.arange(0, BN)
             kv_off = base + n.to(tl.int64)[:, None] * stride_kc + d[None, :]
-            k = tl.load(k_ptr + kv_off, mask=(n <= hi)[:, None], other=0.0).to(DT)
-            sc = tl.dot(q, tl.trans(k)) * scale
             ok = act[:, None] & (n[None, :] <= pos[:, None]) & (n[None, :] >= lo[:, None])
-            sc = tl.where(ok, sc, float("-inf"))
-            m_new = tl.maximum(m, tl.max(sc, axis=1))
-            p = tl.exp(sc - m_new[:, None])
-            alpha = tl.exp(m - m_new)
-            v = tl.load(v_ptr + kv_off, mask=(n <= hi)[:, None], other=0.0).to(DT)
-            l = l * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(DT), v)
-            m = m_new
+            m, l, acc = key_block(q, k_ptr, v_ptr, kv_off, n <= hi, ok, m, l, acc, scale, DT)
         y = acc / tl.where(act, l, 1.0)[:, None]
         tl.store(o_ptr + o_off, y.to(o_ptr.dtype.element_ty), mask=act[:, None])
         done = done | act
