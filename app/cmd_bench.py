@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def bench_prompt(n_tokens: int, tag: str, words_per_token: float = 0.75) -> str:
+def bench_prompt(n_tokens: int, tag: str, words_per_token: float) -> str:
     """About n_tokens of filler text (words_per_token: the model's, from filler_words_per_token); streams
     (and levels) differ in their first words so prefix reuse cannot help."""
     n_words = max(1, round(n_tokens * words_per_token))
@@ -67,8 +67,8 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
     kind = getattr(args, "prompt_kind", "filler")
     reqs = [AddRequest(request_id=f"{tag}{i}", sampling=msgspec.structs.replace(sp, seed=i),
-                       prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(
-                           args.prompt_tokens, f"{tag}{i}", getattr(args, "words_per_token", 0.75))))
+                       prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}",
+                                                                                    args.words_per_token)))
             for i in range(n)]
     if eng.ready.config.draft == "replay":        # a first run gives each request's own tokens to propose
         first = run_together(eng, [msgspec.structs.replace(r, request_id=r.request_id + "-rec") for r in reqs])
