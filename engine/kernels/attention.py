@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels import flash_prompt, pdl
+from engine.kernels.dp4a_gemv import q8_store
 from engine.kernels.fused import _q8
 from engine.kernels.stream_matmul import all_rows
 
@@ -153,14 +154,30 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
             _zero_row(o_ptr, q8_ptr, ds_ptr, t, h, H, stride_ot, stride_oh, HD, Q8)
 
 
-# The split kernel on the tensor cores, a program per KV head (STRATA_ATTN_TC=1; off until measured on a
-# GPU): program (kvh, c, t) holds the group's query heads as the first G of GP >= 16 matrix rows, so each key
-# block it loads serves all of them and its scores and P @ V are matrix products (q and p in bfloat16, as in
-# engine.kernels.flash_prompt; sums in float32). A head's arithmetic depends on its own q row and its keys
-# only, so a row's bits depend on nothing beside it; its chunks merge as the split kernel's do. Why: the
-# split kernel loads each key block once per query head and reads K/V at about 1 TB/s (H200, 8B shape, 4 rows
-# at 6,000 positions: 98 MB in 101.7 us); the same with CUDA-core products ([G, BN, HD] sums) was 2-4x slower.
-TC = os.environ.get("STRATA_ATTN_TC", "0") == "1"
+# The split kernel on the tensor cores, a program per KV head: program (kvh, c, t) holds the group's query
+# heads as the first G of GP >= 16 matrix rows, so each key block it loads serves all of them and its scores
+# and P @ V are matrix products (q and p in bfloat16, as in engine.kernels.flash_prompt; sums in float32). A
+# head's arithmetic depends on its own q row and its keys only, so a row's bits depend on nothing beside it;
+# its chunks merge as the split kernel's do, the G heads side by side (_merge_heads). Why: the split kernel
+# loads each key block once per query head and reads K/V at about 1 TB/s (the same with CUDA-core products,
+# [G, BN, HD] sums, was 2-4x slower). H200, 2026-12-04, one layer (tests/gpu/bench_attention.py, us, split
+# kernel -> this; run_attn_tc2.sh): llama-3-8b heads 1 row at position 300 7.6 -> 6.1, 1,500 10.6 -> 10.1,
+# 6,000 29.0 -> 17.9; 8 rows of 16 at 300 17.7 -> 9.0, at 6,000 193.6 -> 57.7; qwen3-30b-a3b (G 8) 6,000 one
+# row 28.3 -> 14.7, 8 rows 186.4 -> 33.5; but smollm2-135m (G 3, 64 values) one row at 1,500 5.9 -> 7.7.
+# strata bench, 8B shape Q4_K: one stream 455.5 -> 453.9 tok/s, eight 2,189 -> 2,457; four at 6,000
+# positions 739 -> 1,046, one 364 -> 398. So it runs where G >= 4 and heads are at most 128 values (256
+# was not measured); STRATA_ATTN_TC=1 / 0 forces it on / off. The choice follows the model's shape alone.
+TC = os.environ.get("STRATA_ATTN_TC", "auto")
+
+
+def use_tc(group: int, head_dim: int) -> bool:
+    """Whether decode tiles of this head shape take the tensor-core split kernel (TC: "auto", "1", "0")."""
+    if TC in ("0", "1"):
+        return TC == "1" and head_dim >= 16
+    return group >= 4 and 16 <= head_dim <= 128
+
+
+TC_BN = int(os.environ.get("STRATA_ATTN_TC_BN", "0"))        # keys per step (0: 64, 32 for heads of 256)
 
 
 @triton.jit
@@ -202,9 +219,8 @@ def _split_tc_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, n
                 ticket = tl.atomic_add(cnt_ptr + t * KVH + kvh, 1, sem="acq_rel")
                 if ticket == pos // CH - lo // CH:
                     tl.store(cnt_ptr + t * KVH + kvh, 0)
-                    for gi in range(G):
-                        _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, kvh * G + gi, H, pos, lo, stride_ot,
-                                   stride_oh, NC, CH, HD, Q8)
+                    _merge_heads(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, g < G, H, pos, lo, stride_ot,
+                                 stride_oh, NC, CH, HD, Q8)
     elif FUSED:
         if c == 0:
             for gi in range(G):
@@ -231,6 +247,35 @@ def _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride
     tl.store(o_ptr + t * stride_ot + h * stride_oh + d, y.to(o_ptr.dtype.element_ty))
     if Q8:
         _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
+
+
+@triton.jit
+def _merge_heads(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, live, H, pos, lo, stride_ot, stride_oh, NC, CH,
+                 HD: tl.constexpr, Q8: tl.constexpr):
+    """_merge_row for the heads h [GP] of row t at once (those where live): each head's arithmetic is
+    _merge_row's, done side by side rather than one head after another (a program per KV head merging its
+    G heads in a loop took G times one merge: at 1,500 positions the tensor-core split kernel lost 7 us a
+    layer to it on the 30B shape)."""
+    d = tl.arange(0, HD)
+    first = (t * H + h) * NC
+    m = tl.full(h.shape, float("-inf"), tl.float32)
+    for c in range(lo // CH, pos // CH + 1):
+        m = tl.maximum(m, tl.load(ml_ptr + (first + c) * 2, mask=live, other=0.0, cache_modifier=".cg"))
+    l = tl.zeros(h.shape, tl.float32)
+    acc = tl.zeros((h.shape[0], HD), tl.float32)
+    for c in range(lo // CH, pos // CH + 1):
+        w = tl.exp(tl.load(ml_ptr + (first + c) * 2, mask=live, other=0.0, cache_modifier=".cg") - m)
+        l = l + tl.load(ml_ptr + (first + c) * 2 + 1, mask=live, other=1.0, cache_modifier=".cg") * w
+        acc = acc + tl.load(part_ptr + (first + c)[:, None] * HD + d[None, :], mask=live[:, None], other=0.0,
+                            cache_modifier=".cg") * w[:, None]
+    y = acc / l[:, None]
+    tl.store(o_ptr + t * stride_ot + h[:, None] * stride_oh + d[None, :], y.to(o_ptr.dtype.element_ty),
+             mask=live[:, None])
+    if Q8:      # a head that is not live names blocks past the row's end, which q8_store leaves out
+        b = tl.reshape(tl.where(live, h, H)[:, None] * (HD // 32) + tl.arange(0, HD // 32)[None, :],
+                       (h.shape[0] * (HD // 32),))
+        yq = tl.reshape(y.to(o_ptr.dtype.element_ty).to(tl.float32), (h.shape[0] * (HD // 32), 32))
+        q8_store(yq, b, q8_ptr + t * H * HD, ds_ptr + t * H * (HD // 32) * 2, H * HD)
 
 
 @triton.jit
@@ -280,7 +325,8 @@ def tickets(device, n: int) -> torch.Tensor:
 
 def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8) -> None:
     T, H, hd = q.shape
-    bn = block_n(hd)
+    tc = use_tc(H // k_cache.shape[2], hd)
+    bn = (TC_BN or (64 if hd <= 128 else 32)) if tc else block_n(hd)
     ch = chunk_keys(k_cache.shape[1], bn)
     nc = triton.cdiv(k_cache.shape[1], ch)
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)
@@ -288,12 +334,12 @@ def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real,
     count = all_rows(n_real, T, q.device)
     q8a, q8b = (q8[0], q8[1]) if q8 is not None else (out, out)
     kvh, g = k_cache.shape[2], H // k_cache.shape[2]
-    if TC and hd >= 16:
+    if tc:
         _split_tc_kernel[(kvh, nc, T)](
             q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1), k_cache.stride(0),
             k_cache.stride(1), k_cache.stride(2), int(window), float(scale), nc, ch,
             tickets(q.device, T * kvh) if FUSED else count, out, out.stride(0), out.stride(1), q8a, q8b, G=g,
-            GP=max(16, triton.next_power_of_2(g)), HD=hd, BN=min(64 if hd <= 128 else 32, ch),
+            GP=max(16, triton.next_power_of_2(g)), HD=hd, BN=bn,
             DT=flash_prompt.FLASH_DTYPE, FUSED=FUSED, Q8=q8 is not None, num_warps=WARPS, **pdl.launch(q.device))
     else:
         _split_kernel[(H, nc, T)](q, k_cache, v_cache, part, ml, slot, pos, count, T, q.stride(0), q.stride(1),

@@ -67,11 +67,12 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
                                                                                window, tc):
     """The decode tiles' default: keys in chunks walked by separate programs, merged per row in chunk order
     (8-key blocks here, so an 80-position cache has ten chunks of one block and rows span one to ten).
-    tc (STRATA_ATTN_TC): a program per KV head with matrix products, in 16-key chunks (a GPU's products
+    tc (STRATA_ATTN_TC=1): a program per KV head with matrix products, in 16-key chunks (a GPU's products
     need 16)."""
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "TC", tc)
-    monkeypatch.setattr(attn, "BLOCK_N", 16 if tc else 8)
+    monkeypatch.setattr(attn, "TC", "1" if tc else "0")
+    monkeypatch.setattr(attn, "BLOCK_N", 8)
+    monkeypatch.setattr(attn, "TC_BN", 16)
     assert attn.chunk_keys(80, 8) == 8 and attn.chunk_keys(4096, 8) == 256
     gpu_tc = tc and attn.flash_prompt.FLASH_DTYPE == attn.tl.bfloat16
     out, (q, kc, vc, slot, pos, window, scale) = checked(attn, heads, kv, hd, window, heads * 5 + hd,
@@ -79,6 +80,20 @@ def test_split_attention_for_decode_tiles_matches_torch_and_is_row_invariant(att
     for t in (2, 5):                                    # a row alone: the same bits
         alone = attn.tile_attention(q[t:t + 1], kc, vc, slot[t:t + 1], pos[t:t + 1], window, scale)
         assert torch.equal(alone[0], out[t])
+
+
+def test_decode_tiles_take_the_tensor_core_split_kernel_by_head_shape(attn, monkeypatch):
+    """STRATA_ATTN_TC unset: KV groups of 4+ query heads of at most 128 values take the tensor-core split
+    kernel (the llama-3-8b and qwen3-30b-a3b heads, where an H200 measured it faster), smaller groups and
+    256-value heads (smollm2-135m, gemma3-270m) the split kernel; 1 / 0 force it, a function of the shape
+    alone either way."""
+    monkeypatch.setattr(attn, "TC", "auto")
+    assert attn.use_tc(4, 128) and attn.use_tc(8, 128)
+    assert not attn.use_tc(3, 64) and not attn.use_tc(4, 256) and not attn.use_tc(1, 64)
+    monkeypatch.setattr(attn, "TC", "1")
+    assert attn.use_tc(3, 64) and attn.use_tc(4, 256) and not attn.use_tc(4, 8)
+    monkeypatch.setattr(attn, "TC", "0")
+    assert not attn.use_tc(8, 128)
 
 
 @pytest.mark.parametrize("tc", [False, True])
@@ -90,8 +105,9 @@ def test_fused_split_attention_merges_in_its_last_chunk_program(attn, monkeypatc
     from engine.kernels.dp4a_gemv import buffers
 
     monkeypatch.setattr(attn, "SPLIT", True)
-    monkeypatch.setattr(attn, "TC", tc)
-    monkeypatch.setattr(attn, "BLOCK_N", 16 if tc else 8)
+    monkeypatch.setattr(attn, "TC", "1" if tc else "0")
+    monkeypatch.setattr(attn, "BLOCK_N", 8)
+    monkeypatch.setattr(attn, "TC_BN", 16)
     gen = torch.Generator().manual_seed(21)
     heads, kv, hd = 4, 2, 32
     kc = torch.randn(3, 80, kv, hd, generator=gen).to(DEV)

@@ -18,9 +18,10 @@ from engine.kernels import attention as at
 SHAPES = {"llama-3-8b": (32, 8, 128), "smollm2-135m": (9, 3, 64), "qwen3-30b-a3b": (32, 4, 128)}
 CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000, 1, 1), (8192, 6000, 16, 4),
          (8192, 6000, 16, 8)]
-# (key block, fewest blocks a chunk, most chunks, tensor-core programs per KV head: STRATA_ATTN_TC)
-SETTINGS = [(0, 1, 16, False), (0, 1, 16, True), (0, 1, 32, True), (0, 1, 64, True), (0, 4, 16, False),
-            (0, 2, 32, False)]
+# (key block, fewest blocks a chunk, most chunks, tensor-core programs per KV head: STRATA_ATTN_TC, their
+# key block: STRATA_ATTN_TC_BN, 0 = the default)
+SETTINGS = [(0, 1, 16, False, 0), (0, 1, 16, True, 0), (0, 1, 32, True, 0), (0, 1, 64, True, 0), (0, 1, 16, True, 128),
+            (0, 1, 32, True, 128), (0, 1, 64, True, 32)]
 
 
 def main() -> None:
@@ -36,14 +37,15 @@ def main() -> None:
             kv_bytes = 2 * real * (pos + 1) * kvh * hd * 2
             line = []
             ref = None
-            for bn, cb, mc, tc in SETTINGS:
-                at.BLOCK_N, at.CHUNK_BLOCKS, at.MAX_CHUNKS, at.TC = bn, cb, mc, tc
+            for bn, cb, mc, tc, tc_bn in SETTINGS:
+                at.BLOCK_N, at.CHUNK_BLOCKS, at.MAX_CHUNKS, at.TC, at.TC_BN = bn, cb, mc, str(int(tc)), tc_bn
                 fn = lambda: at.tile_attention(q, kc, vc, slot, p, 0, hd ** -0.5, n_real=n_real)  # noqa: E731
                 out = fn()
                 err = 0.0 if ref is None else ((out[:real] - ref[:real]).norm() / ref[:real].norm()).item()
                 ref = out if ref is None else ref
                 us = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
-                line.append(f"bn{bn or at.block_n(hd)}/cb{cb}/mc{mc}{'/tc' if tc else ''} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
+                name_ = f"tc{tc_bn or 'd'}" if tc else f"bn{bn or at.block_n(hd)}"
+                line.append(f"{name_}/cb{cb}/mc{mc} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
             print(f"{name:14} ctx {ctx:5} pos {pos:5} rows {rows:2}/{real:<2} K/V {kv_bytes / 1e6:6.2f} MB "
                   f"({kv_bytes / 1e3 / float(line[0].split()[-1]):5.0f} GB/s at the first setting) | "
                   + "  ".join(line), flush=True)
