@@ -62,6 +62,9 @@ SHAPES: dict[str, Shape] = {
     # SmolLM2-135M's shape (the bundled default model), for GPU speed runs where the real file can't travel.
     "smollm2-135m": Shape(n_layer=30, d_model=576, n_head=9, n_head_kv=3, head_dim=64, ffn=1536, context=8192,
                           rope_base=100000.0),
+    # Gemma 3 270M's (the second real model of these machines; heads of 256 values in a KV group of 4)
+    "gemma3-270m": Shape(n_layer=18, d_model=640, n_head=4, n_head_kv=1, head_dim=256, ffn=2048, context=32768,
+                         rope_base=1000000.0, sliding_window=512),
     "llama-3-8b": Shape(n_layer=32, d_model=4096, n_head=32, n_head_kv=8, head_dim=128, ffn=14336,
                         context=8192, rope_base=500000.0, sliding_window=4096),
     "qwen3-30b-a3b": Shape(n_layer=48, d_model=2048, n_head=32, n_head_kv=4, head_dim=128, ffn=6144,

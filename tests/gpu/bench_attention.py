@@ -1,7 +1,7 @@
 """Decode-tile attention microbenchmark (issue 11): the split kernel's chunking against the positions
 and tile sizes a decode step sees, per layer, on the head shapes of the reference models.
 
-    python3 tests/gpu/bench_attention.py
+    python3 tests/gpu/bench_attention.py [--shapes gemma3-270m,llama-3-8b]
 
 For each (shape, cache length, position, tile rows / real rows) prints the time of one layer's
 tile_attention (split + merge kernels, CUDA-graph replay median) for each (key block, fewest blocks per
@@ -10,12 +10,15 @@ and the bytes of K/V the real rows read over that time.
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 from triton.testing import do_bench_cudagraph
 
 from engine.kernels import attention as at
 
-SHAPES = {"llama-3-8b": (32, 8, 128), "smollm2-135m": (9, 3, 64), "qwen3-30b-a3b": (32, 4, 128)}
+SHAPES = {"llama-3-8b": (32, 8, 128), "smollm2-135m": (9, 3, 64), "qwen3-30b-a3b": (32, 4, 128),
+          "gemma3-270m": (4, 1, 256)}
 CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000, 1, 1), (8192, 6000, 16, 4),
          (8192, 6000, 16, 8)]
 # (key block, fewest blocks a chunk, most chunks, tensor-core programs per KV head: STRATA_ATTN_TC, their
@@ -26,7 +29,9 @@ SETTINGS = [(0, 1, 16, False, 0), (0, 1, 16, True, 0), (0, 1, 32, True, 0), (0, 
 
 def main() -> None:
     dev = "cuda"
-    for name, (h, kvh, hd) in SHAPES.items():
+    names = sys.argv[sys.argv.index("--shapes") + 1].split(",") if "--shapes" in sys.argv else list(SHAPES)
+    for name in names:
+        h, kvh, hd = SHAPES[name]
         for ctx, pos, rows, real in CASES:
             kc = torch.randn(16, ctx, kvh, hd, device=dev).to(torch.bfloat16)
             vc = torch.randn_like(kc)
