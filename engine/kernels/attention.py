@@ -165,8 +165,9 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, nrea
 # 6,000 29.0 -> 17.9; 8 rows of 16 at 300 17.7 -> 9.0, at 6,000 193.6 -> 57.7; qwen3-30b-a3b (G 8) 6,000 one
 # row 28.3 -> 14.7, 8 rows 186.4 -> 33.5; but smollm2-135m (G 3, 64 values) one row at 1,500 5.9 -> 7.7.
 # strata bench, 8B shape Q4_K: one stream 455.5 -> 453.9 tok/s, eight 2,189 -> 2,457; four at 6,000
-# positions 739 -> 1,046, one 364 -> 398. So it runs where G >= 4 and heads are at most 128 values (256
-# was not measured); STRATA_ATTN_TC=1 / 0 forces it on / off. The choice follows the model's shape alone.
+# positions 739 -> 1,046, one 364 -> 398; gemma3-270m shape (G 4, 256 values; run_attn_tc3.sh) one stream
+# 1,182 -> 1,258, eight 8,638 -> 9,079. So it runs where G >= 4; STRATA_ATTN_TC=1 / 0 forces it on / off.
+# The choice follows the model's shape alone.
 TC = os.environ.get("STRATA_ATTN_TC", "auto")
 
 
@@ -174,7 +175,7 @@ def use_tc(group: int, head_dim: int) -> bool:
     """Whether decode tiles of this head shape take the tensor-core split kernel (TC: "auto", "1", "0")."""
     if TC in ("0", "1"):
         return TC == "1" and head_dim >= 16
-    return group >= 4 and 16 <= head_dim <= 128
+    return group >= 4 and 16 <= head_dim <= 256
 
 
 TC_BN = int(os.environ.get("STRATA_ATTN_TC_BN", "0"))        # keys per step (0: 64, 32 for heads of 256)

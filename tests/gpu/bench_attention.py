@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from triton.runtime.errors import OutOfResources
 from triton.testing import do_bench_cudagraph
 
 from engine.kernels import attention as at
@@ -45,7 +46,11 @@ def main() -> None:
             for bn, cb, mc, tc, tc_bn in SETTINGS:
                 at.BLOCK_N, at.CHUNK_BLOCKS, at.MAX_CHUNKS, at.TC, at.TC_BN = bn, cb, mc, str(int(tc)), tc_bn
                 fn = lambda: at.tile_attention(q, kc, vc, slot, p, 0, hd ** -0.5, n_real=n_real)  # noqa: E731
-                out = fn()
+                try:
+                    out = fn()
+                except OutOfResources:          # a key block too large for shared memory at this head size
+                    line.append(f"tc{tc_bn}/cb{cb}/mc{mc}    n/a")
+                    continue
                 err = 0.0 if ref is None else ((out[:real] - ref[:real]).norm() / ref[:real].norm()).item()
                 ref = out if ref is None else ref
                 us = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
