@@ -29,10 +29,16 @@ from engine.weights import WeightLoader
 # STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
 # (512 rows: each weight is dequantized once per tile for its rows, engine.kernels.stream_matmul.PROMPT_KERNEL)
 _GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "512"))
+# STRATA_CPU_PROMPT_TILE: the fast CPU mode's prompt tile (and at least its chunk), for measuring. 128: the int4
+# kernel does more per weight it unpacks at more rows (this 2-core machine, 2026-12-04, strata bench --streams 1
+# --max-tokens 8/16 --prompt-tokens N: Gemma 3 270M at 100 / 400 / 2,000 tokens 297 / 320 / 306 tok/s with
+# 32-row tiles, 348 / 393 / 347 with 64, 400 / 391-394 / 368 with 128, 401 at 400 with 256; the default
+# model at 400 tokens 397 -> 444 with 128, 432 with 256)
+_CPU_PROMPT = int(os.environ.get("STRATA_CPU_PROMPT_TILE", "128"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
               # CPU stages in the fast mode (int4 matrices and head, Stage.rows_free): a window's decode rows
               # (several streams, a slot's proposals) share tiles of up to 8, a lone row keeps its 1-row tile
-              "cpu-rows": TileSizes(prompt=32, decode=8, chunk=64, solo=1),
+              "cpu-rows": TileSizes(prompt=_CPU_PROMPT, decode=8, chunk=max(64, _CPU_PROMPT), solo=1),
               "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
               # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window

@@ -35,7 +35,8 @@ class TileSizes:
     computed at the same tile size whatever else runs.
     CPU: prompt rows in 32-row GEMMs (measured here: 17 us per row against 26 at 16 rows, while a short
     prompt still fits one tile), decode rows one per call (a lone decode is not padded at all); in the
-    fast mode (int4 matrices, Stage.rows_free) decode rows share 8-row tiles (a lone one: 1 row).
+    fast mode (int4 matrices, Stage.rows_free) prompt rows take 128-row tiles (the int4 kernel's rows per
+    unpacked weight; a tile's real rows only) and decode rows share 8-row tiles (a lone one: 1 row).
     GPU: prompt rows in 512-row tiles, decode rows in 16-row tiles (a lone one in a 1-row tile), each
     size its own CUDA graph. Prompt tiles dequantize each weight once for the tile and multiply on
     cuBLAS (engine.kernels.stream_matmul.PROMPT_KERNEL; a row's result is its own at the tile's fixed

@@ -42,7 +42,9 @@ def test_cpu_int4_stages_share_decode_tiles():
     assert tiles(0, 1, "cpu-rows") == [(1, 1)]
     assert tiles(0, 3, "cpu-rows") == [(8, 3)]
     assert tiles(0, 9, "cpu-rows") == [(8, 8), (1, 1)]
-    assert tiles(33, 2, "cpu-rows") == [(32, 32), (32, 1), (8, 2)]
+    assert tiles(33, 2, "cpu-rows") == [(128, 33), (8, 2)]
+    assert tiles(129, 0, "cpu-rows") == [(128, 128), (128, 1)]
+    assert TILE_SIZES["cpu-rows"].chunk == 128          # a window reads a whole tile of a prompt
     assert TILE_SIZES["cpu-rows"].decode_sizes() == {1, 8}
 
 
