@@ -1,11 +1,13 @@
 """Triton attention for one tile of rows over the slot KV cache (GPU path of engine.layers.attention).
 
-One program per (row, head): it walks its own slot's keys from the window start to its own position
-in fixed blocks with an online softmax in float32 (a version with one program per KV head for its group
-of query heads was 2x slower on an H200 at 1 real row: fewer programs, 2026-12-01). Padding rows past
-the tile's real count (a device scalar) write zeros and read no keys. Nothing depends on the other rows, so the result
-is row-invariant by construction, and nothing needs the host: the loop bounds are read on the device,
-which keeps the stage forward free of host syncs (and capturable in a CUDA graph).
+Each row walks its own slot's keys from the window start to its own position in fixed blocks with an
+online softmax in float32. Decode tiles (up to SPLIT_ROWS rows) cut the keys into chunks walked by
+separate programs and merged in chunk order: a program per (query head, chunk, row) on CUDA cores, or,
+for KV groups of 4+ query heads (use_tc), a program per (KV head, chunk, row) on the tensor cores; prompt
+tiles take engine.kernels.flash_prompt; _attn_kernel (a program per row and head) is the fallback. Padding
+rows past the tile's real count (a device scalar) write zeros and read no keys. Nothing depends on the other
+rows, so the result is row-invariant by construction, and nothing needs the host: the loop bounds are read
+on the device, which keeps the stage forward free of host syncs (and capturable in a CUDA graph).
 """
 from __future__ import annotations
 
