@@ -103,7 +103,8 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     row to the last `window` positions (sliding-window layers). Returns [T, H, hd]. at: a one-row
     tile's (slot, pos) as host ints, where the caller has them. rows: the tile's row count where q holds
     only its real rows (T < rows): the rows are computed as in the full tile (its products have the same
-    shapes; rows added at position 0 of the first row's slot are left out of the result). per_row: a CPU
+    shapes; rows added at the first row's slot and position, so a sliding window's blocks before all the
+    real rows' windows are not walked, are left out of the result). per_row: a CPU
     decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets).
     """
     if per_row and not q.is_cuda and q.shape[0] > 1:
@@ -113,7 +114,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
         n = q.shape[0]
         pad = rows - n
         out = attention(torch.cat((q, q.new_zeros(pad, *q.shape[1:]))), k_cache, v_cache,
-                        torch.cat((slot, slot[:1].expand(pad))), torch.cat((pos, pos.new_zeros(pad))),
+                        torch.cat((slot, slot[:1].expand(pad))), torch.cat((pos, pos[:1].expand(pad))),
                         window, scale)
         return out[:n]
     if q.is_cuda:
