@@ -5,7 +5,7 @@ and tile sizes a decode step sees, per layer, on the head shapes of the referenc
 
 For each (shape, cache length, position, tile rows / real rows) prints the time of one layer's
 tile_attention (split + merge kernels, CUDA-graph replay median) for each (key block, fewest blocks per
-chunk, most chunks, tensor-core programs per KV head or not) setting, the first being the committed one;
+chunk, most chunks, tensor-core programs per KV head or not) setting, the first the CUDA-core split kernel (attention.use_tc picks per head shape);
 and the bytes of K/V the real rows read over that time.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ CASES = [(2048, 300, 1, 1), (2048, 300, 16, 8), (2048, 1500, 1, 1), (8192, 6000,
          (8192, 6000, 16, 8)]
 # (key block, fewest blocks a chunk, most chunks, tensor-core programs per KV head: STRATA_ATTN_TC, their
 # key block: STRATA_ATTN_TC_BN, 0 = the default)
-SETTINGS = [(0, 1, 16, False, 0), (0, 1, 16, True, 0), (0, 1, 32, True, 0), (0, 1, 64, True, 0), (0, 1, 16, True, 128),
-            (0, 1, 32, True, 128), (0, 1, 64, True, 32)]
+SETTINGS = [(0, 1, 16, False, 0), (0, 1, 16, True, 0), (0, 1, 32, True, 0), (0, 1, 64, True, 0),
+            (0, 1, 16, True, 128), (0, 1, 32, True, 128), (0, 1, 64, True, 32)]
 
 
 def main() -> None:
@@ -54,8 +54,8 @@ def main() -> None:
                 err = 0.0 if ref is None else ((out[:real] - ref[:real]).norm() / ref[:real].norm()).item()
                 ref = out if ref is None else ref
                 us = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
-                name_ = f"tc{tc_bn or 'd'}" if tc else f"bn{bn or at.block_n(hd)}"
-                line.append(f"{name_}/cb{cb}/mc{mc} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
+                label = f"tc{tc_bn or 'd'}" if tc else f"bn{bn or at.block_n(hd)}"
+                line.append(f"{label}/cb{cb}/mc{mc} {us:6.1f}" + (f" ({err:.0e})" if err > 1e-5 else ""))
             print(f"{name:14} ctx {ctx:5} pos {pos:5} rows {rows:2}/{real:<2} K/V {kv_bytes / 1e6:6.2f} MB "
                   f"({kv_bytes / 1e3 / float(line[0].split()[-1]):5.0f} GB/s at the first setting) | "
                   + "  ".join(line), flush=True)
