@@ -5,8 +5,9 @@ and tile sizes a decode step sees, per layer, on the head shapes of the referenc
 
 For each (shape, cache length, position, tile rows / real rows) prints the time of one layer's
 tile_attention (split + merge kernels, CUDA-graph replay median) for each (key block, fewest blocks per
-chunk, most chunks, tensor-core programs per KV head or not) setting, the first the CUDA-core split kernel (attention.use_tc picks per head shape);
-and the bytes of K/V the real rows read over that time.
+chunk, most chunks, tensor-core programs per KV head or not, their key block) setting, the first the
+CUDA-core split kernel (attention.use_tc picks one per head shape); and the bytes of K/V the real rows
+read over that time.
 """
 from __future__ import annotations
 
