@@ -180,7 +180,7 @@ def use_tc(group: int, head_dim: int) -> bool:
     return group >= 4 and 16 <= head_dim <= 256
 
 
-TC_BN = int(os.environ.get("STRATA_ATTN_TC_BN", "0"))        # keys per step (0: 64, 32 for heads of 256)
+TC_BN = int(os.environ.get("STRATA_ATTN_TC_BN", "0"))        # keys per step (0: flash_prompt.key_block_n)
 
 
 @triton.jit
@@ -329,7 +329,7 @@ def tickets(device, n: int) -> torch.Tensor:
 def _split_attention(q, k_cache, v_cache, slot, pos, window, scale, out, n_real, q8) -> None:
     T, H, hd = q.shape
     tc = use_tc(H // k_cache.shape[2], hd)
-    bn = (TC_BN or (64 if hd <= 128 else 32)) if tc else block_n(hd)
+    bn = (TC_BN or flash_prompt.key_block_n(hd)) if tc else block_n(hd)
     ch = chunk_keys(k_cache.shape[1], bn)
     nc = triton.cdiv(k_cache.shape[1], ch)
     part = torch.empty((T, H, nc, hd), dtype=torch.float32, device=q.device)

@@ -29,11 +29,17 @@ FLASH_ROWS = 128            # matrix rows a program (tile rows x padded group); 
 FLASH_DTYPE = tl.float32 if os.environ.get("TRITON_INTERPRET") == "1" else tl.bfloat16
 
 
+def key_block_n(hd: int) -> int:
+    """Keys per key_block step for a head size (a [BN, hd] block of K and of V in bfloat16): the flash
+    kernel's and the tensor-core split kernel's default."""
+    return 64 if hd <= 128 else 32
+
+
 def flash_config(group: int, hd: int) -> tuple[int, int, int, int]:
     """(GP, BR, BN, warps) of the flash kernel for a query group size and head size: fixed per model."""
     gp = triton.next_power_of_2(group)
     m = FLASH_ROWS if hd <= 128 else FLASH_ROWS // 2
-    return gp, max(1, m // gp), 64 if hd <= 128 else 32, 8 if hd >= 128 else 4
+    return gp, max(1, m // gp), key_block_n(hd), 8 if hd >= 128 else 4
 
 
 @triton.jit
