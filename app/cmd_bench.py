@@ -36,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-kind", choices=bench_prompts.KINDS, default="filler",
                    help="filler text, or a bundled code / prose / edit (return a file with one rename) prompt")
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling's share (with --temperature > 0)")
     p.add_argument("--read-beside", type=int, default=0, metavar="N",
                    help="also measure one stream decoding while another reads an N-token prompt: the decoding "
                         "stream's longest gap between tokens, and the read's tok/s against the same read alone")
@@ -64,7 +65,8 @@ def filler_words_per_token(eng) -> float:
 
 
 def run_level(eng, n: int, args, tag: str) -> dict:
-    sp = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, ignore_eos=True, seed=1)
+    sp = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, ignore_eos=True,
+                        seed=1)
     kind = getattr(args, "prompt_kind", "filler")
     reqs = [AddRequest(request_id=f"{tag}{i}", sampling=msgspec.structs.replace(sp, seed=i),
                        prompt=bench_prompts.prompt(kind, f"{tag}{i}", bench_prompt(args.prompt_tokens, f"{tag}{i}",

@@ -43,7 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--tokens", type=int, default=20000, help="tokens of model-written training text")
     p.add_argument("--seq-tokens", type=int, default=256, help="tokens the model writes per prompt")
-    p.add_argument("--batch", type=int, default=4, help="sequences per step")
+    p.add_argument("--batch", type=int, default=4, help="sequences per step (run together, padded to the longest)")
+    p.add_argument("--streams", type=int, default=0,
+                   help="requests the model writes its text in at once (default: 4 on a CPU, 16 on a GPU)")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--qtype", choices=("Q8_0", "F32"), default="Q8_0")
     p.add_argument("--device", default="cpu", help="cpu or cuda:N (writing the text and training)")
@@ -53,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "gives the model this layer when drafts are on)")
 
 
-def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path) -> list[list[int]]:
+def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path,
+               streams: int = 0) -> list[list[int]]:
     """Token ids of prompt + continuation, sampled, until `tokens` continuation tokens. Kept in `data`
     as they come (every SAVE_EVERY rounds): a run stopped part way continues where it was."""
     prompts = training_requests()
@@ -66,7 +69,8 @@ def model_text(model: str, device: str, tokens: int, seq_tokens: int, data: Path
 
     def save(complete: bool) -> None:
         torch.save({"sequences": seqs, "next": i, "written": written, "complete": complete}, data)
-    n_streams = 4 if device == "cpu" else 16   # a GPU writes 16 streams at little more than the cost of one
+    # a GPU writes 16 streams at little more than the cost of one
+    n_streams = streams or (4 if device == "cpu" else 16)
     per_round = n_streams if device == "cpu" else n_streams * QUEUED
     with local_client(EngineConfig(model=model, devices=device, parallel=n_streams, ctx=2048)) as eng:
         tok = eng.transport.core.model.tokenizer
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         if model.cfg.n_mtp:
             raise ConfigError(f"{Path(model.gf.path).name} already has {model.cfg.n_mtp} MTP layer(s)")
         layer = mtp_trainer.new_layer(model).to(args.device)
-        seqs = model_text(args.model, args.device, args.tokens, args.seq_tokens, data)
+        seqs = model_text(args.model, args.device, args.tokens, args.seq_tokens, data, args.streams)
         random.Random(0).shuffle(seqs)
         n_held = max(1, int(len(seqs) * HELD_OUT))
         bar = tqdm(total=len(seqs), desc="trunk pass", unit="seq", file=sys.stderr)

@@ -48,6 +48,16 @@ def teacher_rows(tokens: list[int], hidden: torch.Tensor, logits: torch.Tensor, 
                 (p / p.sum(-1, keepdim=True)).cpu())
 
 
+def cross_entropy(logits: torch.Tensor, top_ids: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Per row, the cross-entropy of the logits [..., V] to the teacher's top-k distribution."""
+    return -(top_p * torch.log_softmax(logits, dim=-1).gather(-1, top_ids)).sum(-1)
+
+
+def real_rows(lens: torch.Tensor, n: int) -> torch.Tensor:
+    """[B, n] True where row t < lens[b] (a sequence's own rows, not padding)."""
+    return torch.arange(n, device=lens.device)[None, :] < lens[:, None]
+
+
 class NextnLayer(nn.Module):
     """The nextn layer for a dense llama / qwen3 trunk, trainable; the embedding and head are frozen."""
 
@@ -78,26 +88,29 @@ class NextnLayer(nn.Module):
                         w["eh_proj"])
 
     def _qkv(self, x: torch.Tensor, first_pos: int):
-        """Roped q and (kv heads repeated to q heads) k, v of rows at positions first_pos, first_pos+1, ..."""
-        c, w, n = self.cfg, self.w, x.shape[0]
+        """Roped q and (kv heads repeated to q heads) k, v of rows x [B, n, d] at positions first_pos,
+        first_pos+1, ... of each sequence."""
+        c, w = self.cfg, self.w
+        b, n = x.shape[:2]
         h = rms_norm(x, w["attn_norm"], c.norm_eps)
-        q = F.linear(h, w["attn_q"]).view(n, c.n_heads, c.head_dim)
-        k = F.linear(h, w["attn_k"]).view(n, c.n_kv_heads, c.head_dim)
-        v = F.linear(h, w["attn_v"]).view(n, c.n_kv_heads, c.head_dim)
+        q = F.linear(h, w["attn_q"]).view(b, n, c.n_heads, c.head_dim)
+        k = F.linear(h, w["attn_k"]).view(b, n, c.n_kv_heads, c.head_dim)
+        v = F.linear(h, w["attn_v"]).view(b, n, c.n_kv_heads, c.head_dim)
         if "attn_q_norm" in w:
             q, k = rms_norm(q, w["attn_q_norm"], c.norm_eps), rms_norm(k, w["attn_k_norm"], c.norm_eps)
         cos, sin = self.rope(first_pos + n)
         cos, sin = cos[first_pos:], sin[first_pos:]
         q, k = apply_rope(q, cos, sin, c.rope_neox), apply_rope(k, cos, sin, c.rope_neox)
         g = c.n_heads // c.n_kv_heads
-        return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        return q, k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2)
 
     def _rest(self, x: torch.Tensor, q, k, v, allowed: torch.Tensor) -> torch.Tensor:
-        """The block's output (before shared_head_norm) of rows x with queries q over keys k / values v."""
+        """The block's output (before shared_head_norm) of rows x [B, n, d] with queries q over keys k /
+        values v (allowed: [n, keys], the same for every sequence)."""
         c, w = self.cfg, self.w
-        s = torch.einsum("qhd,khd->hqk", q, k) * c.attn_scale
-        a = torch.einsum("hqk,khd->qhd", torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1), v)
-        x = x + F.linear(a.reshape(x.shape[0], -1), w["attn_output"])
+        s = torch.einsum("bqhd,bkhd->bhqk", q, k) * c.attn_scale
+        a = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s.masked_fill(~allowed, -math.inf), dim=-1), v)
+        x = x + F.linear(a.reshape(*x.shape[:2], -1), w["attn_output"])
         h = rms_norm(x, w["ffn_norm"], c.norm_eps)
         return x + F.linear(glu(F.linear(h, w["ffn_gate"]), F.linear(h, w["ffn_up"]), c.gelu), w["ffn_down"])
 
@@ -106,33 +119,51 @@ class NextnLayer(nn.Module):
 
     def forward(self, hidden: torch.Tensor, next_ids: torch.Tensor, chain: bool = False):
         """Logits [n, V] of the token at t+2 for rows t = 0..n-1 of one sequence (the drafter's catch-up
-        rows). chain: also the logits [n-1, V] of its next step, as the drafter chains: row t+1 joins
-        the layer's own output at t with the token at t+2 and predicts the token at t+3, attending to
-        the catch-up rows' keys at positions 0..t and its own."""
-        n, dev = hidden.shape[0], hidden.device
+        rows); or, given [B, n, d] and [B, n], [B, n, V] for B sequences at once (rows past a shorter
+        sequence's end are padding: causal attention keeps them out of its real rows). chain: also the
+        logits [(B,) n-1, V] of its next step, as the drafter chains: row t+1 joins the layer's own output
+        at t with the token at t+2 and predicts the token at t+3, attending to the catch-up rows' keys at
+        positions 0..t and its own."""
+        one = hidden.dim() == 2
+        if one:
+            hidden, next_ids = hidden[None], next_ids[None]
+        n, dev = hidden.shape[1], hidden.device
         x1 = self._joined(hidden, next_ids)
         q1, k1, v1 = self._qkv(x1, 0)
         g1 = self._rest(x1, q1, k1, v1, torch.ones(n, n, dtype=torch.bool, device=dev).tril())
-        if not chain:
-            return self.head_logits(g1)
-        x2 = self._joined(g1[:-1], next_ids[1:])
-        q2, k2, v2 = self._qkv(x2, 1)
-        m = n - 1
-        allowed = torch.cat((torch.ones(m, n, dtype=torch.bool, device=dev).tril(),         # catch-up keys <= t
-                             torch.eye(m, dtype=torch.bool, device=dev)), dim=1)          # and its own
-        g2 = self._rest(x2, q2, torch.cat((k1, k2)), torch.cat((v1, v2)), allowed)
-        return self.head_logits(g1), self.head_logits(g2)
+        out = [self.head_logits(g1)]
+        if chain:
+            x2 = self._joined(g1[:, :-1], next_ids[:, 1:])
+            q2, k2, v2 = self._qkv(x2, 1)
+            m = n - 1
+            allowed = torch.cat((torch.ones(m, n, dtype=torch.bool, device=dev).tril(),     # catch-up keys <= t
+                                 torch.eye(m, dtype=torch.bool, device=dev)), dim=1)      # and its own
+            out.append(self.head_logits(self._rest(x2, q2, torch.cat((k1, k2), 1), torch.cat((v1, v2), 1), allowed)))
+        if one:
+            out = [o[0] for o in out]
+        return tuple(out) if chain else out[0]
 
-    def loss(self, r: Rows, chain: bool = False) -> tuple[torch.Tensor, float]:
-        """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the
-        teacher's): of the first proposal, plus (chain) the second's, weighted equally."""
+    def padded(self, batch: list[Rows]):
+        """The batch's rows on the layer's device, each sequence padded with zeros to the longest:
+        (hidden [B, n, d], next_ids [B, n], top_ids, top_p [B, n, k], real rows per sequence [B])."""
         dev = self.embed.device                   # rows live on the CPU; the layer where it trains
-        top_ids, top_p = r.top_ids.to(dev), r.top_p.to(dev)
-        out = self.forward(r.hidden.to(dev), r.next_ids.to(dev), chain)
-        steps = [(out[0], top_ids, top_p), (out[1], top_ids[1:], top_p[1:])] if chain else [(out, top_ids, top_p)]
-        ce = sum(-(p * torch.log_softmax(lg, dim=-1).gather(-1, ids)).sum(-1).mean() for lg, ids, p in steps)
-        hit = (steps[0][0].argmax(-1) == top_ids[:, 0]).float().mean().item()
-        return ce / len(steps), hit
+        pad = lambda ts: torch.nn.utils.rnn.pad_sequence(ts, batch_first=True).to(dev)  # noqa: E731
+        return (pad([b.hidden for b in batch]), pad([b.next_ids for b in batch]), pad([b.top_ids for b in batch]),
+                pad([b.top_p for b in batch]), torch.tensor([len(b.next_ids) for b in batch], device=dev))
+
+    def loss(self, r: Rows | list[Rows], chain: bool = False) -> tuple[torch.Tensor, float]:
+        """(cross-entropy to the teacher's top-k distribution, share of rows whose greedy pick is the
+        teacher's) of one sequence's rows, or the mean over a batch of sequences run together (each
+        sequence's mean over its rows, as alone): of the first proposal, plus (chain) the second's,
+        weighted equally."""
+        hidden, next_ids, top_ids, top_p, lens = self.padded([r] if isinstance(r, Rows) else r)
+        out = self.forward(hidden, next_ids, chain)
+        steps = [(out[0], top_ids, top_p, lens), (out[1], top_ids[:, 1:], top_p[:, 1:], lens - 1)] if chain \
+            else [(out, top_ids, top_p, lens)]
+        # a padding row's teacher probabilities are zeros: it adds nothing to its sequence's sum
+        ce = sum((cross_entropy(lg, ids, p).sum(1) / k.clamp(min=1)).mean() for lg, ids, p, k in steps)
+        right = (steps[0][0].argmax(-1) == top_ids[..., 0]) & real_rows(lens, top_ids.shape[1])
+        return ce / len(steps), (right.sum(1) / lens).mean().item()
 
     def tensors(self, block: int) -> dict[str, torch.Tensor]:
         """The trained weights by GGUF tensor name (torch order), for block index `block`."""

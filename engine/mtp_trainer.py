@@ -14,7 +14,7 @@ from gguf.constants import GGMLQuantizationType as Q
 from engine.gguf_append import write_tensors, write_with
 from engine.loader import LoadedModel
 from engine.model_files import MTP_BASE_BYTES
-from engine.mtp_train import BLOCK_TENSORS, NextnLayer, Rows, teacher_rows
+from engine.mtp_train import BLOCK_TENSORS, NextnLayer, Rows, cross_entropy, real_rows, teacher_rows
 from engine.quant import QuantTensor
 
 WARMUP = 20
@@ -51,17 +51,19 @@ def lr_at(step: int, steps: int, lr: float) -> float:
 
 
 @torch.no_grad()
-def held_out(layer: NextnLayer, rows: list[Rows]) -> tuple[float, float, float]:
+def held_out(layer: NextnLayer, rows: list[Rows], batch: int = 16) -> tuple[float, float, float]:
     """(mean loss of the first proposal, share of rows whose first proposal is the trunk's greedy pick,
-    the same share for the second proposal, chained on the first) over held-out rows."""
+    the same share for the second proposal, chained on the first) over held-out rows (`batch` sequences
+    run together)."""
     n = loss = hits = hits2 = n2 = 0.0
-    for r in rows:
-        ce, hit = layer.loss(r)
-        _, lg2 = layer(r.hidden.to(layer.embed.device), r.next_ids.to(layer.embed.device), chain=True)
-        k = len(r.next_ids)
-        loss, hits, n = loss + ce.item() * k, hits + hit * k, n + k
-        hits2 += (lg2.argmax(-1).cpu() == r.top_ids[1:, 0]).sum().item()
-        n2 += k - 1
+    for i in range(0, len(rows), batch):
+        hidden, next_ids, top_ids, top_p, lens = layer.padded(rows[i:i + batch])
+        lg1, lg2 = layer(hidden, next_ids, chain=True)
+        real, real2 = real_rows(lens, lg1.shape[1]), real_rows(lens - 1, lg2.shape[1])
+        loss += (cross_entropy(lg1, top_ids, top_p) * real).sum().item()
+        hits += ((lg1.argmax(-1) == top_ids[..., 0]) & real).sum().item()
+        hits2 += ((lg2.argmax(-1) == top_ids[:, 1:, 0]) & real2).sum().item()
+        n, n2 = n + lens.sum().item(), n2 + (lens - 1).sum().item()
     return loss / max(n, 1), hits / max(n, 1), hits2 / max(n2, 1)
 
 
@@ -81,13 +83,10 @@ def train(layer: NextnLayer, train_rows: list[Rows], steps: int, lr: float, ckpt
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr)
         opt.zero_grad()
-        total, hits = 0.0, 0.0
-        for r in rng.sample(train_rows, min(batch, len(train_rows))):
-            ce, hit = layer.loss(r, chain=True)
-            (ce / batch).backward()
-            total, hits = total + ce.item() / batch, hits + hit / batch
+        ce, hit = layer.loss(rng.sample(train_rows, min(batch, len(train_rows))), chain=True)
+        ce.backward()
         opt.step()
-        on_step(step + 1, total, hits)
+        on_step(step + 1, ce.item(), hit)
         if (step + 1) % save_every == 0 or step + 1 == steps:
             torch.save({"step": step + 1, "layer": layer.w.state_dict(), "opt": opt.state_dict()}, ckpt)
 

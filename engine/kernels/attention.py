@@ -233,32 +233,21 @@ def _split_tc_kernel(q_ptr, k_ptr, v_ptr, part_ptr, ml_ptr, slot_ptr, pos_ptr, n
 @triton.jit
 def _merge_row(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, H, pos, lo, stride_ot, stride_oh, NC, CH,
                HD: tl.constexpr, Q8: tl.constexpr):
-    """Row t, head h: its chunks' states merged in chunk order into the output (and its int8 form). The
-    states are read from L2 (.cg): in the fused kernel other programs wrote them."""
-    d = tl.arange(0, HD)
-    first = (t * H + h) * NC
-    m = tl.full((), float("-inf"), tl.float32)
-    for c in range(lo // CH, pos // CH + 1):
-        m = tl.maximum(m, tl.load(ml_ptr + (first + c) * 2, cache_modifier=".cg"))
-    l = tl.zeros((), tl.float32)
-    acc = tl.zeros((HD,), tl.float32)
-    for c in range(lo // CH, pos // CH + 1):
-        w = tl.exp(tl.load(ml_ptr + (first + c) * 2, cache_modifier=".cg") - m)
-        l = l + tl.load(ml_ptr + (first + c) * 2 + 1, cache_modifier=".cg") * w
-        acc = acc + tl.load(part_ptr + (first + c) * HD + d, cache_modifier=".cg") * w
-    y = acc / l
-    tl.store(o_ptr + t * stride_ot + h * stride_oh + d, y.to(o_ptr.dtype.element_ty))
-    if Q8:
-        _q8(y, o_ptr, q8_ptr, ds_ptr, t, H * HD, h * HD, HD)
+    """Row t, head h: its chunks' states merged in chunk order into the output (and its int8 form):
+    _merge_heads for the one head."""
+    hv = h + tl.arange(0, 1)
+    _merge_heads(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, hv, hv >= 0, H, pos, lo, stride_ot, stride_oh, NC, CH,
+                 HD, Q8)
 
 
 @triton.jit
 def _merge_heads(part_ptr, ml_ptr, o_ptr, q8_ptr, ds_ptr, t, h, live, H, pos, lo, stride_ot, stride_oh, NC, CH,
                  HD: tl.constexpr, Q8: tl.constexpr):
-    """_merge_row for the heads h [GP] of row t at once (those where live): each head's arithmetic is
-    _merge_row's, done side by side rather than one head after another (a program per KV head merging its
-    G heads in a loop took G times one merge: at 1,500 positions the tensor-core split kernel lost 7 us a
-    layer to it on the 30B shape)."""
+    """Row t, heads h [GP] (those where live): each head's chunks' states merged in chunk order into the
+    output (and its int8 form), the heads side by side rather than one after another (a program per KV
+    head merging its G heads in a loop took G times one merge: at 1,500 positions the tensor-core split
+    kernel lost 7 us a layer to it on the 30B shape). The states are read from L2 (.cg): in the fused
+    kernels other programs wrote them."""
     d = tl.arange(0, HD)
     first = (t * H + h) * NC
     m = tl.full(h.shape, float("-inf"), tl.float32)

@@ -41,7 +41,10 @@ i.e. 2.0-2.8 TB/s over the weight bytes up to 8 rows and 1.4-1.5 TB/s at 16 (3 T
 the 33 MB matrices). Before TM (one group a warp) it was bound by x's B-fragment loads through L1 (Nsight
 Compute, gate|up at 8 rows: L1/TEX 82.6% busy, DRAM 27.5%; tests/gpu/run_q4k_profile.sh); at 16 rows
 with TM 2 the kernel holds 252 registers (a program of 2 warps: 4 resident per SM), so fewer loads are
-in flight; TM 4 spills there and is slower.
+in flight; TM 4 spills there and is slower. Loading the weights past L1 so that x's fragments stay there
+(ld.global.cg, or L1::evict_first; 2026-12-04, tests/gpu/run_q4k_cache.sh) changed nothing beyond noise:
+gate at 1 / 16:8 / 16 rows 12.8, 17.1, 23.6 us as now, 13.6, 16.9, 23.9 with .cg, 13.3, 16.8, 24.0 with
+evict_first; the kernel waits on its weights, not on x (it was left out).
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ graph replays of calls over enough copies of the matrix to pass 256 MB, so the w
 as in a model's step; --warm: one copy), GB/s over the weight bytes, and a sweep of the warps a program
 (W) and 16-row groups a warp (TM). A row spec T:M is a T-row tile with M real rows.
 
-    python3 tests/gpu/bench_q4k_mma.py [--sweep] [--warm] [--rows 1,8,16:8,16]
+    python3 tests/gpu/bench_q4k_mma.py [--sweep] [--warm] [--rows 1,8,16:8,16] [--shapes gate,down]
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def main() -> int:
     warm = "--warm" in sys.argv         # one copy of each matrix (the smaller ones then stay in L2)
     specs = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else "1,2,4,8,16".split(",")
     configs = [(None, None)] + ([(w, tm) for tm in (1, 2, 4) for w in (2, 4, 8)] if sweep else [])
-    for name, n, k in SHAPES:
+    names = sys.argv[sys.argv.index("--shapes") + 1].split(",") if "--shapes" in sys.argv else [s[0] for s in SHAPES]
+    for name, n, k in (s for s in SHAPES if s[0] in names):
         data = weights(QT.Q4_K, n, k)
         w, wm = pack(data, QT.Q4_K, k), pack(data, QT.Q4_K, k, mma=True)
         nbytes = w.nbytes

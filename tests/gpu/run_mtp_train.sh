@@ -6,7 +6,8 @@
 #   bash tests/gpu/run_mtp_train.sh b     carry [".mdl/b", ".mdl/b.sha256", ".wheels"]  (joins, writes, trains)
 #   bash tests/gpu/run_mtp_train.sh c     carry [".wheels"]                             (measures)
 # b saves the model text as it goes and the layer every 50 steps: if a call runs out of time, call b
-# again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ (env) size the run.
+# again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ / BATCH / STREAMS / LR (env)
+# size the run.
 # The layer comes back in $OUT (copy it to engine/mtp/); c prints strata bench's acceptance by position,
 # solo and 4 streams, for code / prose / edit prompts, and a sampled batch-test with the layer.
 set -euo pipefail
@@ -23,9 +24,9 @@ if [ "${1:-}" = b ]; then
     [ "$(sha256sum $D/$NAME.gguf | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $D/$NAME.gguf; echo "FAIL: halves do not join"; exit 1; }
   fi
   nvidia-smi --query-gpu=name --format=csv,noheader
-  time $S mtp-train --model $D/$NAME.gguf --out $D/$NAME.mtp.gguf --sidecar --device cuda:0 \
-    --tokens "${TOKENS:-300000}" --seq-tokens "${SEQ:-256}" --steps "${STEPS:-4000}" --batch 8 --lr 5e-4 2>&1 \
-    | tr '\r' '\n' > "$OUT/train.log"
+  time timeout "${LIMIT:-560}" $S mtp-train --model $D/$NAME.gguf --out $D/$NAME.mtp.gguf --sidecar --device cuda:0 \
+    --tokens "${TOKENS:-300000}" --seq-tokens "${SEQ:-256}" --steps "${STEPS:-4000}" --batch "${BATCH:-8}" \
+    --lr "${LR:-5e-4}" --streams "${STREAMS:-16}" 2>&1 | tr '\r' '\n' > "$OUT/train.log"
   grep -v "it/s\]$\|step/s\|seq/s\]\|tok/s\]" "$OUT/train.log" | tail -20
   cp $D/$NAME.mtp.gguf "$OUT/"
   exit 0
