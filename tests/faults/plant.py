@@ -163,6 +163,10 @@ FAULTS = [
           "    return group >= 4 and 16 <= head_dim <= 256",
           "    return 16 <= head_dim",
           ["tests/engine/test_attention_kernel.py::test_decode_tiles_take_the_tensor_core_split_kernel_by_head_shape"]),
+    # mtp-train's batched loss: a sequence's mean taken over the batch's longest length (its padding rows counted)
+    Fault("mtp-train-loss-over-padding", "engine/mtp_train.py",
+          "(cross_entropy(lg, ids, p).sum(1) / k.clamp(min=1)).mean()", "cross_entropy(lg, ids, p).mean(1).mean()",
+          ["tests/engine/test_mtp_train_batch.py::test_a_padded_batch_gives_each_sequence_what_it_gives_alone"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
