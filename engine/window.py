@@ -6,11 +6,17 @@ every row that needs one; kept = 1 + the leading proposals equal to the picks be
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
 
-from engine.sampling import argmax_pick, pick_rows
+from engine.sampling import argmax_pick, has_penalties, keyed_uniform, pick_rows
+
+# sampled picks without penalties on the device where the logits are (engine.kernels.sample): "auto" on a
+# GPU, "0" never (the host picks, as on a CPU), "1" on every device (a CPU's under the Triton interpreter,
+# for tests)
+DEVICE_SAMPLING = os.environ.get("STRATA_DEVICE_SAMPLING", "auto")
 
 
 @dataclass
@@ -26,6 +32,12 @@ class SlotRows:
     @property
     def n_rows(self) -> int:
         return self.n_base + len(self.proposals)
+
+    @property
+    def pick_positions(self) -> list[int]:
+        """The position of the token each pick row predicts."""
+        first = self.first_pos + self.n_base
+        return list(range(first, first + 1 + len(self.proposals)))
 
     @property
     def pick_rows(self) -> list[int]:
@@ -51,22 +63,49 @@ def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
     """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
     slot's sampling; keep: the slots whose verdict carries its pick rows' logits, return_logits requests;
     argmax: where given, gives the rows' argmax, made already). One transfer from the device for the
-    window, not one per slot: the greedy rows' argmax together, the other rows' logits (and those kept)
-    copied to the host once."""
+    window, not one per slot: the greedy rows' argmax and the sampled rows' picks made on the device
+    together, the other rows' logits (and those kept) copied to the host once."""
     keep = keep or [False] * len(parts)
     plain = [not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
     best = []
     if any(plain) and logits.shape[0]:
         best = (argmax() if argmax is not None else torch.argmax(logits, dim=-1)).tolist()
-    host = logits.cpu() if not all(plain) or any(keep) else None
+    drawn = _device_picks(parts, params, plain, logits)
+    host = logits.cpu() if any(not g and d is None for g, d in zip(plain, drawn)) or any(keep) else None
     out, at = [], 0
-    for sr, p, greedy, kept in zip(parts, params, plain, keep):
+    for sr, p, greedy, picks, kept in zip(parts, params, plain, drawn, keep):
         n = len(sr.pick_rows)
         rows = host[at:at + n] if host is not None else None
-        v = verdict(sr, rows, p, best[at:at + n] if greedy else None)
+        v = verdict(sr, rows, p, best[at:at + n] if greedy else picks)
         v.logits = rows if kept else None
         out.append(v)
         at += n
+    return out
+
+
+def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
+    """Each sampled slot's picks made on the device (engine.kernels.sample), where DEVICE_SAMPLING allows
+    and the slot has no penalties (they need its history's counts); None for the others, and for a slot
+    with a row the kernel leaves to the host."""
+    out: list = [None] * len(parts)
+    if DEVICE_SAMPLING == "0" or (DEVICE_SAMPLING == "auto" and not logits.is_cuda):
+        return out
+    rows, slots, at = [], [], 0
+    from engine.kernels import sample
+    for k, (sr, p, greedy) in enumerate(zip(parts, params, plain)):
+        n = len(sr.pick_rows)
+        if not greedy and not has_penalties(p):
+            rows += [sample.row_params(at + i, p, keyed_uniform(p.seed, q)) for i, q in enumerate(sr.pick_positions)]
+            slots.append((k, n))
+        at += n
+    if not rows:
+        return out
+    got = sample.sample(logits, torch.tensor(rows, dtype=torch.float32).to(logits.device)).tolist()
+    i = 0
+    for k, n in slots:
+        mine = got[i:i + n]
+        out[k] = None if any(flag for _, flag in mine) else [tok for tok, _ in mine]
+        i += n
     return out
 
 
@@ -76,10 +115,8 @@ def verdict(sr: SlotRows, logits: torch.Tensor | None, params, picks: list[int] 
     rows = list(range(sr.start, sr.start + sr.n_base))
     if not sr.decoding:
         return SlotVerdict(sr.slot, [], 0, sr.n_base, rows)
-    first_pos = sr.first_pos + sr.n_base          # position of the token each pick row predicts
-    positions = [first_pos + i for i in range(len(sr.proposals) + 1)]
     if picks is None:
-        picks = pick_rows(logits, params, sr.history, positions, sr.proposals)
+        picks = pick_rows(logits, params, sr.history, sr.pick_positions, sr.proposals)
     kept = 1
     while kept <= len(sr.proposals) and sr.proposals[kept - 1] == picks[kept - 1]:
         kept += 1

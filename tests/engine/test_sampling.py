@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
 
 from engine.messages import SamplingParams
@@ -139,3 +140,42 @@ def test_a_windows_verdicts_are_each_slots_own():
         assert torch.equal(v.logits, logits[at:at + k]) if kept else v.logits is None
         at += k
     assert got[0].kept >= 2 and got[1].picks == [] and len(got[2].picks) == 2
+
+
+def test_a_windows_sampled_picks_made_on_the_device_are_the_hosts(monkeypatch):
+    """With the sampled picks made where the logits are (engine.kernels.sample; forced here on the CPU
+    under the Triton interpreter), each slot's verdict is what the host's would be: the rows, positions and
+    parameters of each slot reach the kernel in order, a slot with penalties and a slot whose row the kernel
+    cannot take (+inf) are picked on the host."""
+    pytest.importorskip("triton")
+    from engine import window
+    from engine.window import SlotRows, verdict, verdicts
+
+    monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
+    g = torch.Generator().manual_seed(5)
+    parts = [SlotRows(0, 0, 10, 1, True, [5, 7], [1, 2]),
+             SlotRows(1, 3, 4, 6, False),
+             SlotRows(2, 9, 20, 1, True, [3], [4, 4]),
+             SlotRows(3, 11, 8, 1, True, [], [6]),
+             SlotRows(4, 12, 30, 1, True, [9, 9, 2]),
+             SlotRows(5, 16, 50, 1, True, [1])]
+    params = [SamplingParams(temperature=0.8, seed=1), SamplingParams(),
+              SamplingParams(temperature=0.9, top_p=0.9, seed=3), SamplingParams(temperature=1.0, presence_penalty=1.0),
+              SamplingParams(temperature=1.2, top_k=5, min_p=0.1, seed=8), SamplingParams(temperature=0.7, seed=2)]
+    n = sum(len(sr.pick_rows) for sr in parts)
+    logits = torch.randn(n, 50, generator=g) * 3
+    logits[:3, 5] += 20                                                # slot 0's first proposal is kept
+    logits[-1, 7] = float("inf")                                       # slot 5's second row: the host's
+    from tests.engine.test_packed import DEV
+    got = verdicts(parts, logits.to(DEV), params)
+    at = 0
+    for sr, p, v in zip(parts, params, got):
+        k = len(sr.pick_rows)
+        alone = verdict(sr, logits[at:at + k], p)
+        assert (v.picks, v.kept, v.n_valid_rows) == (alone.picks, alone.kept, alone.n_valid_rows)
+        at += k
+    assert got[0].kept >= 2 and got[5].picks[1] == 7
+    calls = []
+    monkeypatch.setattr(window, "pick_rows", lambda *a: calls.append(a) or [0] * len(a[3]))
+    verdicts(parts, logits.to(DEV), params)
+    assert [c[1] for c in calls] == [params[3], params[5]]             # only those went to the host

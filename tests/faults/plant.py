@@ -167,6 +167,14 @@ FAULTS = [
     Fault("mtp-train-loss-over-padding", "engine/mtp_train.py",
           "(cross_entropy(lg, ids, p).sum(1) / k.clamp(min=1)).mean()", "cross_entropy(lg, ids, p).mean(1).mean()",
           ["tests/engine/test_mtp_train_batch.py::test_a_padded_batch_gives_each_sequence_what_it_gives_alone"]),
+    # device sampling: each slot's rows read from the window's first pick row instead of its own
+    Fault("device-sampling-rows-from-zero", "engine/window.py",
+          "sample.row_params(at + i, p, keyed_uniform(p.seed, q))", "sample.row_params(i, p, keyed_uniform(p.seed, q))",
+          ["tests/engine/test_sampling.py::test_a_windows_sampled_picks_made_on_the_device_are_the_hosts"]),
+    # the device sampler's top-p stretch one candidate short where its mass reaches top_p inside a run of ties
+    Fault("device-top-p-one-short", "engine/kernels/sample.py",
+          "t = tl.minimum(tl.maximum(tl.ceil((target - s_gt)", "t = tl.minimum(tl.maximum(tl.floor((target - s_gt)",
+          ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",

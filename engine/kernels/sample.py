@@ -1,0 +1,179 @@
+"""Seeded sampling on the device: the target's pick at rows of logits that stay where they are.
+
+Why: a sampled row's logits went to the host (a vocabulary of floats a row) and were softmaxed, filtered
+and sorted there, one row after another (engine.sampling.pick). On an H200 that cost about 2 ms a row:
+the smollm2-135m shape decoded 1,312 tok/s greedy and 353 at temperature 0.8 for one stream, 7,375 and
+530 for 32 (tests/gpu/run_merge_fold.sh, 2026-12-04). Here one program per row makes the same choice from
+the row's logits, and one int per row travels.
+
+The choice (engine.sampling.pick's): e = exp(z - max z), z = logits / temperature; the candidates in
+descending e, ties by index; cut to the first top_k, to the shortest first stretch whose mass reaches
+top_p of the (top-k) candidates' mass, and to those with e >= min_p (at least one); the draw is the first
+candidate whose cumulative mass passes u times the kept mass, u keyed by (seed, position) on the host.
+
+How, with no sort: a first stretch of that order is every e above a level plus the first few (by index) of
+those equal to it, so each cut and the draw is a search for a level. The level is found by bisection over
+e's float32 bits (for e >= 0 their order as integers is the order of the values), each step a pass over
+the row: the mass and count of the entries at or above it. Masses are sums in one fixed order (each lane
+over the row's blocks in turn, then a fixed tree), and a mass only grows as the level falls, so the search
+is well defined. Everything depends on the row alone: its pick is the same whatever rows run beside it.
+The host and this kernel can differ where u falls within rounding of a boundary between two candidates;
+a device's picks always come from here.
+
+Rows the kernel leaves to the host (flag 1): a row with no finite maximum (+inf, all -inf or NaN after
+scaling): engine.sampling's _usable rules apply there.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 2048
+_TOP = tl.constexpr(0x7F800000)         # float32 +inf's bits: above every e (at most 1.0)
+_STEPS = tl.constexpr(31)               # bisection steps over [0, _TOP)
+
+
+@triton.jit
+def _scaled(row, offs, V, inv_t, m):
+    """e = exp(logit * inv_t - m) at offs (0 where the logit is NaN) and its bits, -1 past V."""
+    z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
+    z = tl.where(z == z, z, float("-inf"))
+    e = tl.exp(z - m)
+    return e, tl.where(offs < V, e.to(tl.int32, bitcast=True), -1)
+
+
+@triton.jit
+def _at_or_above(row, V, inv_t, m, lb, BLOCK: tl.constexpr):
+    """(mass, count) of the row's e whose bits are >= lb."""
+    mass = tl.zeros((BLOCK,), tl.float32)
+    cnt = tl.zeros((BLOCK,), tl.int32)
+    for b in range(0, V, BLOCK):
+        e, eb = _scaled(row, b + tl.arange(0, BLOCK), V, inv_t, m)
+        sel = eb >= lb
+        mass += tl.where(sel, e, 0.0)
+        cnt += sel.to(tl.int32)
+    return tl.sum(mass, axis=0), tl.sum(cnt, axis=0)
+
+
+@triton.jit
+def _level_of_count(row, V, inv_t, m, n, BLOCK: tl.constexpr):
+    """The level of the n-th candidate (1-based): the largest bits lb with at least n entries at or above."""
+    lo = tl.zeros((), tl.int32)
+    hi = lo + _TOP
+    for _ in range(_STEPS):
+        mid = (lo + hi) // 2
+        _, c = _at_or_above(row, V, inv_t, m, mid, BLOCK)
+        lo = tl.where(c >= n, mid, lo)
+        hi = tl.where(c >= n, hi, mid)
+    return lo
+
+
+@triton.jit
+def _level_of_mass(row, V, inv_t, m, target, STRICT: tl.constexpr, BLOCK: tl.constexpr):
+    """The largest bits lb whose entries at or above hold more than (STRICT) or at least target."""
+    lo = tl.zeros((), tl.int32)
+    hi = lo + _TOP
+    for _ in range(_STEPS):
+        mid = (lo + hi) // 2
+        s, _ = _at_or_above(row, V, inv_t, m, mid, BLOCK)
+        if STRICT:
+            ok = s > target
+        else:
+            ok = s >= target
+        lo = tl.where(ok, mid, lo)
+        hi = tl.where(ok, hi, mid)
+    return lo
+
+
+@triton.jit
+def _stretch(row, V, inv_t, m, lb, BLOCK: tl.constexpr):
+    """At level lb: (its value, mass and count of the entries above it, count of those equal to it)."""
+    s_ge, c_ge = _at_or_above(row, V, inv_t, m, lb, BLOCK)
+    s_gt, c_gt = _at_or_above(row, V, inv_t, m, lb + 1, BLOCK)
+    return lb.to(tl.float32, bitcast=True), s_gt, c_gt, c_ge - c_gt
+
+
+@triton.jit
+def _nth_equal(row, V, inv_t, m, lb, t, BLOCK: tl.constexpr):
+    """The index of the t-th entry (1-based, by index) whose bits are lb."""
+    seen = tl.zeros((), tl.int32)
+    best = seen + V
+    for b in range(0, V, BLOCK):
+        offs = b + tl.arange(0, BLOCK)
+        _, eb = _scaled(row, offs, V, inv_t, m)
+        eq = eb == lb
+        run = tl.cumsum(eq.to(tl.int32), axis=0) + seen
+        best = tl.minimum(best, tl.min(tl.where(eq & (run == t), offs, V), axis=0))
+        seen += tl.sum(eq.to(tl.int32), axis=0)
+    return best
+
+
+@triton.jit
+def _sample_kernel(logits, stride, V, params, out, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    at = params + r * 6                     # (row, 1 / temperature, top_k, top_p, min_p, u)
+    row = logits + tl.load(at).to(tl.int64) * stride
+    inv_t = tl.load(at + 1)
+    top_k = tl.load(at + 2).to(tl.int32)
+    top_p = tl.load(at + 3)
+    min_p = tl.load(at + 4)
+    u = tl.load(at + 5)
+    mv = tl.full((BLOCK,), float("-inf"), tl.float32)
+    for b in range(0, V, BLOCK):
+        offs = b + tl.arange(0, BLOCK)
+        z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
+        mv = tl.maximum(mv, tl.where(z == z, z, float("-inf")))
+    m = tl.max(mv, axis=0)
+    if (m == float("inf")) | (m == float("-inf")):
+        tl.store(out + r * 2, -1)
+        tl.store(out + r * 2 + 1, 1)
+    else:
+        # the candidates kept: the first `keep` in order, of mass `mass`
+        keep = tl.zeros((), tl.int32) + V
+        mass, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
+        if (top_k > 0) & (top_k < V):
+            lv, s_gt, c_gt, c_eq = _stretch(row, V, inv_t, m, _level_of_count(row, V, inv_t, m, top_k, BLOCK), BLOCK)
+            keep = top_k
+            mass = s_gt + (top_k - c_gt).to(tl.float32) * lv
+        if top_p < 1.0:
+            target = top_p * mass
+            lv, s_gt, c_gt, c_eq = _stretch(row, V, inv_t, m, _level_of_mass(row, V, inv_t, m, target, False, BLOCK),
+                                            BLOCK)
+            t = tl.minimum(tl.maximum(tl.ceil((target - s_gt) / tl.maximum(lv, 1e-38)).to(tl.int32), 1), c_eq)
+            if c_gt + t < keep:
+                keep = c_gt + t
+                mass = s_gt + t.to(tl.float32) * lv
+        if min_p > 0.0:
+            s_ge, c_ge = _at_or_above(row, V, inv_t, m, min_p.to(tl.int32, bitcast=True), BLOCK)
+            if tl.maximum(c_ge, 1) < keep:
+                keep = tl.maximum(c_ge, 1)
+                mass = tl.where(c_ge > 0, s_ge, 1.0)
+        # the draw: the first candidate whose cumulative mass passes u * mass, within the kept ones
+        target = u * mass
+        lb = _level_of_mass(row, V, inv_t, m, target, True, BLOCK)
+        lv, s_gt, c_gt, c_eq = _stretch(row, V, inv_t, m, lb, BLOCK)
+        t = tl.minimum(tl.maximum(tl.floor((target - s_gt) / tl.maximum(lv, 1e-38)).to(tl.int32) + 1, 1), c_eq)
+        if c_gt + t > keep:                  # past the kept ones (rounding): the last kept one
+            lb = _level_of_count(row, V, inv_t, m, keep, BLOCK)
+            _, _, c_gt, _ = _stretch(row, V, inv_t, m, lb, BLOCK)
+            t = keep - c_gt
+        tl.store(out + r * 2, _nth_equal(row, V, inv_t, m, lb, t, BLOCK))
+        tl.store(out + r * 2 + 1, 0)
+
+
+def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """Picks at rows of logits [N, V] (any float dtype, on the device): params [R, 6] float32 there, a row
+    each of (index into logits, 1 / temperature, top_k (0: none), top_p, min_p, keyed uniform u).
+    Returns [R, 2] int32 of (token, 1 where the host must pick instead)."""
+    R = params.shape[0]
+    out = torch.empty((R, 2), dtype=torch.int32, device=logits.device)
+    if R:
+        _sample_kernel[(R,)](logits, logits.stride(0), logits.shape[1], params, out, BLOCK=BLOCK, num_warps=8,
+                             enable_fp_fusion=False)     # z - max z is 0 at the max: e <= 1
+    return out
+
+
+def row_params(row: int, p, u: float) -> list[float]:
+    """params' row for logits row `row` sampled with SamplingParams p at keyed uniform u."""
+    return [float(row), 1.0 / p.temperature, float(p.top_k), p.top_p, p.min_p, u]

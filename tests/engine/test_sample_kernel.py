@@ -1,0 +1,72 @@
+"""Seeded sampling on the device (engine.kernels.sample; under TRITON_INTERPRET=1 here): the same token
+as the host's engine.sampling.pick for the same row, temperature, top-k, top-p, min-p and keyed uniform,
+on peaked and flat rows, rows with ties and with -inf; a row's pick the same alone and among others; rows
+the kernel cannot take (+inf, all -inf) flagged for the host."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.messages import SamplingParams
+from engine.sampling import keyed_uniform, pick
+from tests.engine.test_packed import DEV, kernel_module
+
+V = 1000
+
+
+@pytest.fixture(scope="module")
+def ks():
+    return kernel_module("sample")
+
+
+def rows(seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    peaked = torch.randn(4, V, generator=g) * 4
+    flat = torch.randn(4, V, generator=g) * 0.3
+    ties = torch.randint(-3, 4, (4, V), generator=g).float()        # many equal logits
+    holes = torch.randn(4, V, generator=g)
+    holes[:, ::3] = float("-inf")
+    return torch.cat((peaked, flat, ties, holes))
+
+
+PARAMS = [SamplingParams(temperature=0.8, seed=1), SamplingParams(temperature=1.0, top_p=0.9, seed=2),
+          SamplingParams(temperature=0.7, top_k=40, seed=3), SamplingParams(temperature=1.3, min_p=0.05, seed=4),
+          SamplingParams(temperature=0.6, top_k=200, top_p=0.8, min_p=0.02, seed=5),
+          SamplingParams(temperature=2.0, top_k=1, seed=6), SamplingParams(temperature=0.9, top_p=0.3, seed=7)]
+
+
+def device_picks(ks, logits, params, positions):
+    rows = [ks.row_params(i, p, keyed_uniform(p.seed, q)) for i, (p, q) in enumerate(zip(params, positions))]
+    return ks.sample(logits.to(DEV), torch.tensor(rows, dtype=torch.float32, device=DEV)).cpu()
+
+
+def test_device_picks_are_the_hosts(ks):
+    """Every row, except that with top-k the host's candidates are torch.topk's, whose order among equal
+    logits is its own (the kernel's is by index, as everywhere else): rows of many equal logits are left out
+    there."""
+    logits = rows(0)
+    n = logits.shape[0]
+    for k, p in enumerate(PARAMS):
+        positions = [100 * k + i for i in range(n)]
+        got = device_picks(ks, logits, [p] * n, positions)
+        want = [pick(logits[i], p, None, positions[i])[0] for i in range(n)]
+        assert not got[:, 1].any()
+        some = [i for i in range(n) if not (p.top_k and 8 <= i < 12)]
+        assert [got[i, 0].item() for i in some] == [want[i] for i in some], (p, got[:, 0].tolist(), want)
+
+
+def test_a_rows_pick_does_not_depend_on_the_rows_beside_it(ks):
+    logits = rows(1)
+    params = [PARAMS[i % len(PARAMS)] for i in range(logits.shape[0])]
+    positions = list(range(7, 7 + logits.shape[0]))
+    together = device_picks(ks, logits, params, positions)[:, 0]
+    for i in (0, 5, 9, 14):
+        assert device_picks(ks, logits[i:i + 1], params[i:i + 1], positions[i:i + 1])[0, 0] == together[i]
+
+
+def test_rows_without_a_finite_maximum_go_to_the_host(ks):
+    logits = rows(2)[:3].clone()
+    logits[0, 5] = float("inf")
+    logits[1] = float("-inf")
+    got = device_picks(ks, logits, [PARAMS[0]] * 3, [1, 2, 3])
+    assert got[:, 1].tolist() == [1, 1, 0]
