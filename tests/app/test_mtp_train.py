@@ -25,8 +25,11 @@ def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp("mtp_train")
     src = make_model("llama", "tiny", d / "m.gguf")
     out = d / "m-mtp.gguf"
+    (d / "text").mkdir()
+    for i in range(3):
+        (d / "text" / f"n{i}.md").write_text(f"Note {i}: the quick brown fox jumps over the lazy dog. " * 12)
     args = ["mtp-train", "--model", str(src), "--out", str(out), "--tokens", "160", "--seq-tokens", "40",
-            "--qtype", "F32"]
+            "--qtype", "F32", "--text", str(d / "text"), "--text-tokens", "300", "--text-seq", "48"]
     assert main(args + ["--steps", "4"]) == 0
     first = torch.load(out.with_name(out.name + ".ckpt"), weights_only=True)
     assert main(args + ["--steps", "7"]) == 0           # resumes: the same text, three more steps
@@ -131,10 +134,41 @@ def test_model_text_stopped_part_way_continues_where_it_was(tmp_path):
     src = str(make_model("llama", "tiny", tmp_path / "m.gguf"))
     whole = model_text(src, "cpu", 60, 10, tmp_path / "whole.pt")
     part = tmp_path / "part.pt"
-    first = model_text(src, "cpu", 20, 10, part)
+    first, lens = model_text(src, "cpu", 20, 10, part)
     state = torch.load(part, weights_only=True)
-    assert state["complete"] and state["written"] >= 20 and len(first) < len(whole)
+    assert state["complete"] and state["written"] >= 20 and len(first) < len(whole[0])
+    assert lens == whole[1][:len(lens)] and all(0 < n < len(s) for s, n in zip(first, lens))   # prompt lengths
     state["complete"] = False                      # as if stopped after these rounds
     torch.save(state, part)
     assert model_text(src, "cpu", 60, 10, part) == whole
     assert model_text(src, "cpu", 60, 10, part) == whole      # complete now: read back, nothing written
+
+
+def test_held_out_text_comes_from_prompts_and_files_it_never_trained_on(tmp_path):
+    """Sequences written from one prompt are alike, so the held-out figure holds out whole prompts (and
+    whole files of --text); files are read in pieces of --text-seq tokens up to the budget."""
+    from app.cmd_mtp_train import by_prompt, file_text, held_apart
+
+    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12]]
+    seqs = [p + [100 + k, 200 + k] for k in range(50) for p in prompts[k % 5:k % 5 + 1]]
+    lens = [len(prompts[k % 5]) for k in range(50)]
+    train, held = held_apart(by_prompt(seqs, lens))
+    assert len(train) + len(held) == 50 and 5 <= len(held) <= 10
+    key = lambda s, n: tuple(s[:n])  # noqa: E731
+    held_prompts = {key(s, lens[seqs.index(s)]) for s in held}
+    assert not held_prompts & {key(s, lens[seqs.index(s)]) for s in train}
+
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}(x):\n    return x * {i}\n" * 40)
+    (tmp_path / "skip.bin").write_text("not text " * 100)
+    m = load_model(EngineConfig(model="default", dtype="float32", ctx=256))
+    try:
+        files = file_text(m.tokenizer, [str(tmp_path)], 10_000, 64)
+        assert len(files) == 6 and all(len(c) <= 64 for f in files for c in f)
+        capped = file_text(m.tokenizer, [str(tmp_path)], 300, 64)
+        assert sum(len(c) for f in capped for c in f) <= 300 + 64
+        train, held = held_apart(files)
+        held_set = {tuple(c) for c in held}
+        assert held and train and all(len({tuple(c) in held_set for c in f}) == 1 for f in files)   # whole files
+    finally:
+        m.pipeline.close()

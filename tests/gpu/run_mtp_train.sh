@@ -7,7 +7,8 @@
 #   bash tests/gpu/run_mtp_train.sh c     carry [".wheels"]                             (measures)
 # b saves the model text as it goes and the layer every 50 steps: if a call runs out of time, call b
 # again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ / BATCH / STREAMS / LR (env)
-# size the run.
+# size the run; TEXT=stdlib adds the machine's Python standard library as --text (TEXT_TOKENS of it), any
+# other TEXT is a path.
 # The layer comes back in $OUT (copy it to engine/mtp/); c prints strata bench's acceptance by position,
 # solo and 4 streams, for code / prose / edit prompts, and a sampled batch-test with the layer.
 set -euo pipefail
@@ -20,13 +21,19 @@ OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 S="python3 -m app.cli"
 if [ "${1:-}" = b ]; then
   if [ ! -f $D/$NAME.gguf ]; then
+    [ -f $D/a ] || { echo "FAIL: the first half is gone (the machine went cold): call a again, then b at once"; exit 1; }
     cat $D/a .mdl/b > $D/$NAME.gguf
     [ "$(sha256sum $D/$NAME.gguf | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $D/$NAME.gguf; echo "FAIL: halves do not join"; exit 1; }
   fi
   nvidia-smi --query-gpu=name --format=csv,noheader
+  EXTRA=()
+  if [ -n "${TEXT:-}" ]; then
+    [ "$TEXT" = stdlib ] && TEXT=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+    EXTRA=(--text "$TEXT" --text-tokens "${TEXT_TOKENS:-1000000}")
+  fi
   time timeout "${LIMIT:-560}" $S mtp-train --model $D/$NAME.gguf --out $D/$NAME.mtp.gguf --sidecar --device cuda:0 \
     --tokens "${TOKENS:-300000}" --seq-tokens "${SEQ:-256}" --steps "${STEPS:-4000}" --batch "${BATCH:-8}" \
-    --lr "${LR:-5e-4}" --streams "${STREAMS:-16}" 2>&1 | tr '\r' '\n' > "$OUT/train.log"
+    --lr "${LR:-5e-4}" --streams "${STREAMS:-16}" "${EXTRA[@]}" 2>&1 | tr '\r' '\n' > "$OUT/train.log"
   grep -v "it/s\]$\|step/s\|seq/s\]\|tok/s\]" "$OUT/train.log" | tail -20
   cp $D/$NAME.mtp.gguf "$OUT/"
   exit 0
