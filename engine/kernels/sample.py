@@ -20,6 +20,11 @@ is well defined. Everything depends on the row alone: its pick is the same whate
 The host and this kernel can differ where u falls within rounding of a boundary between two candidates;
 a device's picks always come from here.
 
+First the few candidates' path: a row's entries with e >= 2^-12 (up to FEW of them) are sorted in the
+program's registers and their masses summed in that order; where every cut and the draw falls among them
+(a peaked row: the usual case), they decide the pick in three passes over the row. Otherwise the
+bisection decides it.
+
 Rows the kernel leaves to the host (flag 1): a row with no finite maximum (+inf, all -inf or NaN after
 scaling): engine.sampling's _usable rules apply there.
 """
@@ -32,6 +37,10 @@ import triton.language as tl
 BLOCK = 2048
 _TOP = tl.constexpr(0x7F800000)         # float32 +inf's bits: above every e (at most 1.0)
 _STEPS = tl.constexpr(31)               # bisection steps over [0, _TOP)
+_FEW_BITS = tl.constexpr(0x39800000)    # 2^-12: the entries a row's few candidates hold
+# the few candidates' path (FEW: at most that many entries with e >= 2^-12, 0: off): they are sorted in one
+# program's registers and decide the row when every cut and the draw falls among them, as in a peaked row
+FEW = 1024
 
 
 @triton.jit
@@ -110,7 +119,52 @@ def _nth_equal(row, V, inv_t, m, lb, t, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _sample_kernel(logits, stride, V, params, out, BLOCK: tl.constexpr):
+def _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
+    """The pick from the row's candidates with e >= 2^-12 alone, where there are at most FEW of them and
+    they decide it: (token, 1), else (0, 0). They are sorted (keys: e's bits descending, then the index)
+    and their masses summed in that order."""
+    n = tl.zeros((), tl.int32)
+    for b in range(0, V, BLOCK):
+        offs = b + tl.arange(0, BLOCK)
+        _, eb = _scaled(row, offs, V, inv_t, m)
+        c = eb >= _FEW_BITS
+        at = tl.cumsum(c.to(tl.int32), axis=0) - 1 + n
+        key = ((0x7FFFFFFF - eb).to(tl.int64) << 32) | offs.to(tl.int64)
+        tl.store(scratch + at, key, mask=c & (at < FEW))
+        n += tl.sum(c.to(tl.int32), axis=0)
+    tl.debug_barrier()                       # the program's stores, read back by its other threads
+    j = tl.arange(0, FEW)
+    keys = tl.sort(tl.load(scratch + j, mask=j < n, other=0x7FFFFFFFFFFFFFFF), dim=0)
+    e = tl.where(j < n, (0x7FFFFFFF - (keys >> 32)).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    cum = tl.cumsum(e, axis=0)
+    ok = n <= FEW
+    keep = tl.zeros((), tl.int32) + V
+    mass = total
+    if (top_k > 0) & (top_k < V):
+        ok = ok & (top_k <= n)
+        keep = top_k
+        mass = tl.sum(tl.where(j == top_k - 1, cum, 0.0), axis=0)
+    if top_p < 1.0:
+        first = tl.sum((cum < top_p * mass).to(tl.int32), axis=0)      # the first reaching top_p of it
+        ok = ok & (first < n)
+        if first + 1 < keep:
+            keep = first + 1
+            mass = tl.sum(tl.where(j == first, cum, 0.0), axis=0)
+    if min_p > 0.0:
+        c3 = tl.maximum(tl.sum(((e >= min_p) & (j < n)).to(tl.int32), axis=0), 1)
+        ok = ok & ((min_p >= 2.0 ** -12) | (keep <= n))                 # else entries below decide it
+        if c3 < keep:
+            keep = c3
+            mass = tl.sum(tl.where(j == c3 - 1, cum, 0.0), axis=0)
+    d = tl.sum((cum <= u * mass).to(tl.int32), axis=0)                # the first passing u * mass
+    ok = ok & ((d < n) | (keep <= n))
+    pick = tl.minimum(d, keep - 1)
+    tok = tl.sum(tl.where(j == pick, (keys & 0xFFFFFFFF).to(tl.int32), 0), axis=0)
+    return tl.where(ok, tok, 0), ok.to(tl.int32)
+
+
+@triton.jit
+def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
     r = tl.program_id(0)
     at = params + r * 6                     # (row, 1 / temperature, top_k, top_p, min_p, u)
     row = logits + tl.load(at).to(tl.int64) * stride
@@ -125,13 +179,20 @@ def _sample_kernel(logits, stride, V, params, out, BLOCK: tl.constexpr):
         z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
         mv = tl.maximum(mv, tl.where(z == z, z, float("-inf")))
     m = tl.max(mv, axis=0)
-    if (m == float("inf")) | (m == float("-inf")):
-        tl.store(out + r * 2, -1)
-        tl.store(out + r * 2 + 1, 1)
-    else:
+    bad = (m == float("inf")) | (m == float("-inf"))      # the host's (engine.sampling._usable)
+    m = tl.where(bad, 0.0, m)
+    total, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
+    tok = tl.zeros((), tl.int32) - 1
+    done = bad.to(tl.int32)
+    if FEW > 0:
+        few_tok, few_done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW,
+                                 BLOCK, FEW)
+        tok = tl.where(bad, tok, few_tok)
+        done = tl.where(bad, done, few_done)
+    if done == 0:
         # the candidates kept: the first `keep` in order, of mass `mass`
         keep = tl.zeros((), tl.int32) + V
-        mass, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
+        mass = total
         if (top_k > 0) & (top_k < V):
             lv, s_gt, c_gt, c_eq = _stretch(row, V, inv_t, m, _level_of_count(row, V, inv_t, m, top_k, BLOCK), BLOCK)
             keep = top_k
@@ -158,8 +219,9 @@ def _sample_kernel(logits, stride, V, params, out, BLOCK: tl.constexpr):
             lb = _level_of_count(row, V, inv_t, m, keep, BLOCK)
             _, _, c_gt, _ = _stretch(row, V, inv_t, m, lb, BLOCK)
             t = keep - c_gt
-        tl.store(out + r * 2, _nth_equal(row, V, inv_t, m, lb, t, BLOCK))
-        tl.store(out + r * 2 + 1, 0)
+        tok = _nth_equal(row, V, inv_t, m, lb, t, BLOCK)
+    tl.store(out + r * 2, tok)
+    tl.store(out + r * 2 + 1, bad.to(tl.int32))
 
 
 def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
@@ -168,9 +230,10 @@ def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     Returns [R, 2] int32 of (token, 1 where the host must pick instead)."""
     R = params.shape[0]
     out = torch.empty((R, 2), dtype=torch.int32, device=logits.device)
+    scratch = torch.empty((R, max(FEW, 1)), dtype=torch.int64, device=logits.device)
     if R:
-        _sample_kernel[(R,)](logits, logits.stride(0), logits.shape[1], params, out, BLOCK=BLOCK, num_warps=8,
-                             enable_fp_fusion=False)     # z - max z is 0 at the max: e <= 1
+        _sample_kernel[(R,)](logits, logits.stride(0), logits.shape[1], params, out, scratch, BLOCK=BLOCK, FEW=FEW,
+                             num_warps=8, enable_fp_fusion=False)     # z - max z is 0 at the max: e <= 1
     return out
 
 

@@ -175,6 +175,10 @@ FAULTS = [
     Fault("device-top-p-one-short", "engine/kernels/sample.py",
           "t = tl.minimum(tl.maximum(tl.ceil((target - s_gt)", "t = tl.minimum(tl.maximum(tl.floor((target - s_gt)",
           ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
+    # the device sampler's few candidates' path drawing the candidate after the one the draw passes
+    Fault("device-few-draw-one-late", "engine/kernels/sample.py",
+          "pick = tl.minimum(d, keep - 1)", "pick = tl.minimum(d + 1, keep - 1)",
+          ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
