@@ -152,6 +152,9 @@ def test_a_windows_sampled_picks_made_on_the_device_are_the_hosts(monkeypatch):
     from engine.window import SlotRows, verdict, verdicts
 
     monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
+    from tests.engine.test_packed import DEV, kernel_module
+    if DEV == "cpu":                                     # the interpreter's sort of 1,024 takes minutes
+        monkeypatch.setattr(kernel_module("sample"), "FEW", 64)
     g = torch.Generator().manual_seed(5)
     parts = [SlotRows(0, 0, 10, 1, True, [5, 7], [1, 2]),
              SlotRows(1, 3, 4, 6, False),
@@ -166,7 +169,6 @@ def test_a_windows_sampled_picks_made_on_the_device_are_the_hosts(monkeypatch):
     logits = torch.randn(n, 50, generator=g) * 3
     logits[:3, 5] += 20                                                # slot 0's first proposal is kept
     logits[-1, 7] = float("inf")                                       # slot 5's second row: the host's
-    from tests.engine.test_packed import DEV
     got = verdicts(parts, logits.to(DEV), params)
     at = 0
     for sr, p, v in zip(parts, params, got):
