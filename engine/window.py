@@ -90,8 +90,11 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
     out: list = [None] * len(parts)
     if DEVICE_SAMPLING == "0" or (DEVICE_SAMPLING == "auto" and not logits.is_cuda):
         return out
+    try:
+        from engine.kernels import sample
+    except ImportError:                   # no Triton: the host picks
+        return out
     rows, slots, at = [], [], 0
-    from engine.kernels import sample
     for k, (sr, p, greedy) in enumerate(zip(parts, params, plain)):
         n = len(sr.pick_rows)
         if not greedy and not has_penalties(p):
