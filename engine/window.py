@@ -7,6 +7,7 @@ every row that needs one; kept = 1 + the leading proposals equal to the picks be
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -87,6 +88,7 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
     """Each sampled slot's picks made on the device (engine.kernels.sample), where DEVICE_SAMPLING allows
     and the slot has no penalties (they need its history's counts); None for the others, and for a slot
     with a row the kernel leaves to the host."""
+    global DEVICE_SAMPLING
     out: list = [None] * len(parts)
     if DEVICE_SAMPLING == "0" or (DEVICE_SAMPLING == "auto" and not logits.is_cuda):
         return out
@@ -103,7 +105,13 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
         at += n
     if not rows:
         return out
-    got = sample.sample(logits, torch.tensor(rows, dtype=torch.float32).to(logits.device)).tolist()
+    try:
+        got = sample.sample(logits, torch.tensor(rows, dtype=torch.float32).to(logits.device)).tolist()
+    except Exception as e:  # noqa: BLE001 - a kernel that cannot run here (compile, launch): the host picks
+        DEVICE_SAMPLING = "0"
+        print(f"strata engine: sampling on the device failed ({type(e).__name__}: {e}); the host picks from now on",
+              file=sys.stderr, flush=True)
+        return out
     i = 0
     for k, n in slots:
         mine = got[i:i + n]

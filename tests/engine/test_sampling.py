@@ -181,3 +181,23 @@ def test_a_windows_sampled_picks_made_on_the_device_are_the_hosts(monkeypatch):
     monkeypatch.setattr(window, "pick_rows", lambda *a: calls.append(a) or [0] * len(a[3]))
     verdicts(parts, logits.to(DEV), params)
     assert [c[1] for c in calls] == [params[3], params[5]]             # only those went to the host
+
+
+def test_a_device_sampler_that_cannot_run_leaves_the_picks_to_the_host(monkeypatch, capsys):
+    """A kernel that fails where it runs (a compile or launch error) does not fail the window: the host
+    picks, from then on, and says so once."""
+    pytest.importorskip("triton")
+    from engine import window
+    from engine.kernels import sample
+    from engine.window import SlotRows, verdict, verdicts
+
+    monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
+
+    def broken(*_a):
+        raise RuntimeError("no kernel image for this device")
+    monkeypatch.setattr(sample, "sample", broken)
+    parts = [SlotRows(0, 0, 10, 1, True, [3], [1])]
+    params = [SamplingParams(temperature=0.8, seed=1)]
+    logits = torch.randn(2, 40, generator=torch.Generator().manual_seed(1))
+    assert verdicts(parts, logits, params)[0].picks == verdict(parts[0], logits, params[0]).picks
+    assert window.DEVICE_SAMPLING == "0" and "the host picks" in capsys.readouterr().err
