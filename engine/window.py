@@ -86,8 +86,7 @@ def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
 
 def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
     """Each sampled slot's picks made on the device (engine.kernels.sample), where DEVICE_SAMPLING allows
-    and the slot has no penalties (they need its history's counts); None for the others, and for a slot
-    with a row the kernel leaves to the host."""
+    and the slot has no penalties (they need its history's counts); None for the others."""
     global DEVICE_SAMPLING
     out: list = [None] * len(parts)
     if DEVICE_SAMPLING == "0" or (DEVICE_SAMPLING == "auto" and not logits.is_cuda):
@@ -114,8 +113,7 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
         return out
     i = 0
     for k, n in slots:
-        mine = got[i:i + n]
-        out[k] = None if any(flag for _, flag in mine) else [tok for tok, _ in mine]
+        out[k] = got[i:i + n]
         i += n
     return out
 

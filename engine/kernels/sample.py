@@ -25,8 +25,9 @@ program's registers and their masses summed in that order; where every cut and t
 (a peaked row: the usual case), they decide the pick in three passes over the row. Otherwise the
 bisection decides it.
 
-Rows the kernel leaves to the host (flag 1): a row with no finite maximum (+inf, all -inf or NaN after
-scaling): engine.sampling's _usable rules apply there.
+A row with no finite maximum takes engine.sampling._usable's rules: where some scaled logits are +inf they
+share the mass alike, where all are -inf or NaN every token does (e is 1 there, 0 elsewhere). So every row
+is picked here, and the picks can stay on the device.
 """
 from __future__ import annotations
 
@@ -45,10 +46,13 @@ FEW = 1024
 
 @triton.jit
 def _scaled(row, offs, V, inv_t, m):
-    """e = exp(logit * inv_t - m) at offs (0 where the logit is NaN) and its bits, -1 past V."""
+    """e = exp(logit * inv_t - m) at offs (0 where the logit is NaN) and its bits, -1 past V. m the row's
+    maximum: where it is +inf, e is 1 at the +inf entries and 0 elsewhere; where -inf (no entry above
+    -inf), 1 everywhere."""
     z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
     z = tl.where(z == z, z, float("-inf"))
-    e = tl.exp(z - m)
+    e = tl.exp(z - tl.where((m == float("inf")) | (m == float("-inf")), 0.0, m))
+    e = tl.where(m == float("inf"), tl.where(z == float("inf"), 1.0, 0.0), tl.where(m == float("-inf"), 1.0, e))
     return e, tl.where(offs < V, e.to(tl.int32, bitcast=True), -1)
 
 
@@ -179,16 +183,11 @@ def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr,
         z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
         mv = tl.maximum(mv, tl.where(z == z, z, float("-inf")))
     m = tl.max(mv, axis=0)
-    bad = (m == float("inf")) | (m == float("-inf"))      # the host's (engine.sampling._usable)
-    m = tl.where(bad, 0.0, m)
     total, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
-    tok = tl.zeros((), tl.int32) - 1
-    done = bad.to(tl.int32)
+    tok = tl.zeros((), tl.int32)
+    done = tl.zeros((), tl.int32)
     if FEW > 0:
-        few_tok, few_done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW,
-                                 BLOCK, FEW)
-        tok = tl.where(bad, tok, few_tok)
-        done = tl.where(bad, done, few_done)
+        tok, done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW, BLOCK, FEW)
     if done == 0:
         # the candidates kept: the first `keep` in order, of mass `mass`
         keep = tl.zeros((), tl.int32) + V
@@ -220,16 +219,15 @@ def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr,
             _, _, c_gt, _ = _stretch(row, V, inv_t, m, lb, BLOCK)
             t = keep - c_gt
         tok = _nth_equal(row, V, inv_t, m, lb, t, BLOCK)
-    tl.store(out + r * 2, tok)
-    tl.store(out + r * 2 + 1, bad.to(tl.int32))
+    tl.store(out + r, tok)
 
 
 def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     """Picks at rows of logits [N, V] (any float dtype, on the device): params [R, 6] float32 there, a row
     each of (index into logits, 1 / temperature, top_k (0: none), top_p, min_p, keyed uniform u).
-    Returns [R, 2] int32 of (token, 1 where the host must pick instead)."""
+    Returns the tokens [R] (int32)."""
     R = params.shape[0]
-    out = torch.empty((R, 2), dtype=torch.int32, device=logits.device)
+    out = torch.empty((R,), dtype=torch.int32, device=logits.device)
     scratch = torch.empty((R, max(FEW, 1)), dtype=torch.int64, device=logits.device)
     if R:
         _sample_kernel[(R,)](logits, logits.stride(0), logits.shape[1], params, out, scratch, BLOCK=BLOCK, FEW=FEW,
