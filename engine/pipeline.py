@@ -86,6 +86,16 @@ class WindowLogits:
                 self._made[key] = torch.argmax(self(idx), dim=-1)
         return self._made[key]
 
+    def picks(self, idx: list[int], params: torch.Tensor | None) -> torch.Tensor:
+        """The rows' picks on the device: their argmax, or (params: engine.kernels.sample's on the host, row
+        i for idx[i]) the seeded sampler's, which the window's verdicts then make alike from the same logits."""
+        if params is None:
+            return self.argmax(idx)
+        from engine.kernels import sample
+        with torch.inference_mode():
+            logits = self(idx)
+            return sample.sample(logits, on_device(params, logits.device)).long()
+
 
 @dataclass
 class Rows:
@@ -97,9 +107,12 @@ class Rows:
     n: int                    # real rows
     bounds: list[tuple[int, int, int]]   # (start, size, real rows) of each tile
     index: list[int]          # padded index of real row i (rows keep their given order within a kind)
-    # chaining (Pipeline.chain): a window whose rows are all greedy picks leaves them on the device
+    # chaining (Pipeline.chain): a window whose rows are all device picks (greedy, or sampled there:
+    # `pick_params`) leaves them on the device
     # (`picks`, for the real rows `pick_idx`) and a window built on it (`feed`) embeds them as its tokens
     pick_idx: list[int] | None = None
+    pick_params: torch.Tensor | None = None   # sampled picks: engine.kernels.sample's params, on the host
+                                              # (None: argmax)
     picks: torch.Tensor | None = None
     feed: Rows | None = None
     successor: tuple | None = None       # (rows, finish, future) queued on this window, not launched yet
@@ -174,7 +187,8 @@ def fed_in(fed: tuple[list[int], torch.Tensor] | None, a: int, size: int):
 
 
 def chain_mode(stages: list[Stage]) -> bool:
-    """Whether greedy decode windows chain on the device (STRATA_CHAIN=auto|1|0): one stage only; by
+    """Whether decode windows whose picks the device makes (greedy; sampled where engine.window.samples_on)
+    chain on the device (STRATA_CHAIN=auto|1|0): one stage only; by
     default on a GPU, where it hides the host's part of every step behind the next window's kernels (on a
     CPU it saves nothing: the tests turn it on there to check the logic)."""
     mode = os.environ.get("STRATA_CHAIN", "auto")
@@ -219,7 +233,7 @@ class Pipeline:
         """Queue a window on stage 0. `finish(hidden, logits_of)` runs on the last stage's thread;
         `logits_of(row_indices)` gives float32 logits of those rows, on the last stage's device (a greedy
         pick then moves one integer to the host, not a vocabulary of floats). Returns its result's future.
-        feed (with `chain`): a window still in flight, one greedy pick row per slot, whose picks are this
+        feed (with `chain`): a window still in flight, one device pick row per slot, whose picks are this
         window's tokens (one row per slot, in the same order); the stage thread launches this window's
         kernels as soon as feed's are queued, before feed's picks reach the host."""
         fut: Future = Future()
@@ -284,7 +298,7 @@ class Pipeline:
                     logits_of = WindowLogits(lambda idx: self._logits(stage, rows, y, idx, made))
                     nxt = None
                     if self.chain and rows.pick_idx is not None:
-                        rows.picks = logits_of.argmax(rows.pick_idx)
+                        rows.picks = logits_of.picks(rows.pick_idx, rows.pick_params)
                         if stream is not None:
                             marks[1].record(stream)
                             done = torch.cuda.Event()

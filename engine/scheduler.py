@@ -23,7 +23,7 @@ from engine.pipeline import Pipeline, Rows
 from engine.sampling import argmax_pick
 from engine.sequence import Sequence
 from engine.stats import EngineStats
-from engine.window import SlotRows, verdicts as window_verdicts
+from engine.window import SlotRows, device_pickable, pick_params, samples_on, verdicts as window_verdicts
 
 # chained windows queued beyond the oldest one in flight (STRATA_CHAIN_DEPTH): at 1 the next window can be
 # built only once the one before the running window has come back, so the host's part of a window
@@ -203,8 +203,9 @@ class Scheduler:
         is_prompt = [p < self.slots[sl].seq.prompt_len for sl, p in zip(slots, poss)]
         rows = Rows.build(tokens, slots, poss, self.pipeline.tiles, self.pipeline.scratch_slot, is_prompt)
         seqs = {sr.slot: self.slots[sr.slot].seq for sr in parts}
-        if self._chains(depth) and all(self._greedy_decode(sr, seqs[sr.slot]) for sr in parts):
+        if self._chains(depth) and all(self._device_decode(sr, seqs[sr.slot]) for sr in parts):
             rows.pick_idx = [sr.start for sr in parts]      # one row per slot: its pick feeds a chained window
+            rows.pick_params = self._pick_params(parts, seqs)
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of))
         self.inflight.append(InFlight(g, fut, parts, seqs, rows))
 
@@ -212,14 +213,23 @@ class Scheduler:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
         return self.pipeline.chain and depth == 0 and not (self.drafter is not None and self.plan.follows)
 
-    @staticmethod
-    def _greedy_decode(sr: SlotRows, seq: Sequence) -> bool:
-        return sr.decoding and sr.n_rows == 1 and not sr.proposals and argmax_pick(seq.params) and seq.logits is None
+    def _device_decode(self, sr: SlotRows, seq: Sequence) -> bool:
+        """One decode row whose pick the device makes: greedy, or sampled without penalties where the
+        last stage samples (engine.window.samples_on)."""
+        return sr.decoding and sr.n_rows == 1 and not sr.proposals and seq.logits is None and (
+            argmax_pick(seq.params) or (device_pickable(seq.params) and samples_on(self.pipeline.stages[-1].device)))
+
+    def _pick_params(self, parts: list[SlotRows], seqs: dict):
+        """The sampler's params of a chaining window's pick rows, or None where every one is greedy."""
+        if all(argmax_pick(seqs[sr.slot].params) for sr in parts):
+            return None
+        return pick_params([(seqs[sr.slot].params, sr.pick_positions[0]) for sr in parts])
 
     def _chainable(self, w: InFlight) -> bool:
-        """Whether the group's next window can go now, on w's device picks: w is pure greedy decoding and
-        the group's latest window, every sequence in it may take a token more than its windows in flight
-        give, and no other slot of the group waits for a window."""
+        """Whether the group's next window can go now, on w's device picks: w's rows are all decode picks
+        the device makes (greedy, or sampled there) and it is the group's latest window, every sequence in
+        it may take a token more than its windows in flight give, and no other slot of the group waits for
+        a window."""
         if w.rows.pick_idx is None or w.chained or not self._chains(self._depth()):
             return False
         members = {sr.slot for sr in w.parts}
@@ -246,6 +256,7 @@ class Scheduler:
                           self.pipeline.tiles, self.pipeline.scratch_slot, [False] * len(parts))
         rows.pick_idx = list(range(len(parts)))
         seqs = dict(w.seqs)
+        rows.pick_params = self._pick_params(parts, seqs)
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of), feed=w.rows)
         self.inflight.append(InFlight(w.group, fut, parts, seqs, rows))
 

@@ -84,12 +84,30 @@ def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
     return out
 
 
+def samples_on(device: torch.device) -> bool:
+    """Whether sampled picks are made where logits on `device` are (DEVICE_SAMPLING)."""
+    return DEVICE_SAMPLING == "1" or (DEVICE_SAMPLING == "auto" and device.type == "cuda")
+
+
+def device_pickable(p) -> bool:
+    """A slot whose picks the device makes: greedy (argmax) or sampled without penalties."""
+    return argmax_pick(p) or not has_penalties(p)
+
+
+def pick_params(rows: list[tuple[object, int]]) -> torch.Tensor:
+    """engine.kernels.sample's params (on the host) for rows of (SamplingParams, the position its pick is
+    for), row i of the logits it gets for row i; a greedy row as top-k 1 (the first maximum: the argmax)."""
+    from engine.kernels import sample
+    return torch.tensor([sample.row_params(i, p, keyed_uniform(p.seed, q)) if not argmax_pick(p)
+                         else [float(i), 1.0, 1.0, 1.0, 0.0, 0.0] for i, (p, q) in enumerate(rows)], dtype=torch.float32)
+
+
 def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
     """Each sampled slot's picks made on the device (engine.kernels.sample), where DEVICE_SAMPLING allows
     and the slot has no penalties (they need its history's counts); None for the others."""
     global DEVICE_SAMPLING
     out: list = [None] * len(parts)
-    if DEVICE_SAMPLING == "0" or (DEVICE_SAMPLING == "auto" and not logits.is_cuda):
+    if not samples_on(logits.device):
         return out
     try:
         from engine.kernels import sample
@@ -105,7 +123,8 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
     if not rows:
         return out
     try:
-        got = sample.sample(logits, torch.tensor(rows, dtype=torch.float32).to(logits.device)).tolist()
+        from engine.graphs import on_device
+        got = sample.sample(logits, on_device(torch.tensor(rows, dtype=torch.float32), logits.device)).tolist()
     except Exception as e:  # noqa: BLE001 - a kernel that cannot run here (compile, launch): the host picks
         DEVICE_SAMPLING = "0"
         print(f"strata engine: sampling on the device failed ({type(e).__name__}: {e}); the host picks from now on",

@@ -99,3 +99,21 @@ def test_a_model_with_an_mtp_layer_chains_while_drafts_are_off(synthetic, monkey
     with local_client(EngineConfig(model=mtp, parallel=2, spec=3)) as eng:      # drafts on: it follows
         on = run_together(eng, reqs)
     assert advanced[0] > 0 and all(on[r.request_id].tokens == base[r.request_id].tokens for r in reqs)
+
+
+def test_sampled_windows_chain_on_the_samplers_device_picks(model, monkeypatch, chained_windows):
+    """Where the device samples (engine.kernels.sample; forced here on the CPU under the Triton
+    interpreter), sampled streams chain like greedy ones: the next window embeds the device's pick, the
+    verdict makes the same pick from the same logits, and the tokens are those of the unchained run and of
+    the host's sampler."""
+    from engine import window
+    from tests.engine.test_packed import kernel_module
+
+    monkeypatch.setattr(kernel_module("sample"), "FEW", 64)    # the interpreter's sort of 1,024 takes minutes
+    reqs = [req("a", "another one here", n=6, temperature=1.1, top_p=0.9, seed=5),
+            req("b", "a greedy one beside", n=6)]
+    host = run(model, reqs, "0", monkeypatch)
+    monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
+    got = run(model, reqs, "1", monkeypatch)
+    assert chained_windows[0] >= 3          # (a window chains only where all its slots' picks are the device's)
+    assert all(got[r.request_id].tokens == host[r.request_id].tokens for r in reqs)

@@ -179,6 +179,11 @@ FAULTS = [
     Fault("device-few-draw-one-late", "engine/kernels/sample.py",
           "pick = tl.minimum(d, keep - 1)", "pick = tl.minimum(d + 1, keep - 1)",
           ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
+    # a chained window of sampled streams fed by its feeding window's argmax instead of the sampler's picks
+    Fault("chained-sampled-as-argmax", "engine/scheduler.py",
+          "        seqs = dict(w.seqs)\n        rows.pick_params = self._pick_params(parts, seqs)\n",
+          "        seqs = dict(w.seqs)\n",
+          ["tests/engine/test_chaining.py::test_sampled_windows_chain_on_the_samplers_device_picks"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
