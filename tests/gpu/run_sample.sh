@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 11 item 3, sampled picks on the device (engine.kernels.sample, first GPU run): its tests; the exact
+# Issue 11 item 3, sampled picks on the device (engine.kernels.sample, first GPU run; sampled windows now
+# chain on them): its tests and the chaining tests; the exact
 # layouts (their sampled batch-tests now pick there, drafts included); strata bench on the SmolLM2 and 8B
 # shapes greedy, at temperature 0.8 and at 0.8 with top-p 0.95, with the host's picks (STRATA_DEVICE_SAMPLING=0)
 # beside; the kernel's time a row. Before it (run_merge_fold.sh, 2026-12-04): smol 1 / 32 streams greedy
@@ -8,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 check "sampling tests" tail_of 4 timeout 300 python3 -m pytest -q -p no:cacheprovider -x \
-  tests/engine/test_sample_kernel.py tests/engine/test_sampling.py
+  tests/engine/test_sample_kernel.py tests/engine/test_sampling.py tests/engine/test_chaining.py
 check "sampler time a row" timeout 120 python3 tests/gpu/bench_sample.py
 l8b_and_smol
 exact_layouts
