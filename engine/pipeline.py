@@ -87,14 +87,19 @@ class WindowLogits:
         return self._made[key]
 
     def picks(self, idx: list[int], params: torch.Tensor | None) -> torch.Tensor:
-        """The rows' picks on the device: their argmax, or (params: engine.kernels.sample's on the host, row
-        i for idx[i]) the seeded sampler's, which the window's verdicts then make alike from the same logits."""
-        if params is None:
+        """The rows' picks on the device, as the window's verdicts make them from the same logits: their
+        argmax, or (params: engine.kernels.sample's on the host, row i for idx[i]) the seeded sampler's at
+        the sampled rows (1 / temperature > 0) and the argmax at the greedy ones."""
+        greedy = params[:, 1] == 0 if params is not None else None
+        if greedy is None or bool(greedy.all()):
             return self.argmax(idx)
         from engine.kernels import sample
         with torch.inference_mode():
             logits = self(idx)
-            return sample.sample(logits, on_device(params, logits.device)).long()
+            picks = sample.sample(logits, on_device(params, logits.device)).long()
+            if bool(greedy.any()):
+                picks = torch.where(on_device(greedy, logits.device), self.argmax(idx), picks)
+            return picks
 
 
 @dataclass

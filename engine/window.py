@@ -96,10 +96,11 @@ def device_pickable(p) -> bool:
 
 def pick_params(rows: list[tuple[object, int]]) -> torch.Tensor:
     """engine.kernels.sample's params (on the host) for rows of (SamplingParams, the position its pick is
-    for), row i of the logits it gets for row i; a greedy row as top-k 1 (the first maximum: the argmax)."""
+    for), row i of the logits it gets for row i; a greedy row's 1 / temperature 0 (its pick is the argmax:
+    WindowLogits.picks)."""
     from engine.kernels import sample
     return torch.tensor([sample.row_params(i, p, keyed_uniform(p.seed, q)) if not argmax_pick(p)
-                         else [float(i), 1.0, 1.0, 1.0, 0.0, 0.0] for i, (p, q) in enumerate(rows)], dtype=torch.float32)
+                         else [float(i), 0.0, 1.0, 1.0, 0.0, 0.0] for i, (p, q) in enumerate(rows)], dtype=torch.float32)
 
 
 def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
