@@ -85,8 +85,31 @@ def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
 
 
 def samples_on(device: torch.device) -> bool:
-    """Whether sampled picks are made where logits on `device` are (DEVICE_SAMPLING)."""
-    return DEVICE_SAMPLING == "1" or (DEVICE_SAMPLING == "auto" and device.type == "cuda")
+    """Whether sampled picks are made where logits on `device` are (DEVICE_SAMPLING), the sampler having
+    run there once (_works)."""
+    return (DEVICE_SAMPLING == "1" or (DEVICE_SAMPLING == "auto" and device.type == "cuda")) and _works(device)
+
+
+_WORKED: set = set()
+
+
+def _works(device: torch.device) -> bool:
+    """Whether engine.kernels.sample runs on `device`: tried once on a small row there. Where it cannot (no
+    Triton, a compile or launch error) the host picks from then on, and says so once on stderr."""
+    global DEVICE_SAMPLING
+    if str(device) in _WORKED:
+        return True
+    try:
+        from engine.kernels import sample
+        sample.sample(torch.zeros((1, 8), device=device), torch.tensor([[0.0, 1.0, 0.0, 1.0, 0.0, 0.5]],
+                                                                          device=device)).tolist()
+    except Exception as e:  # noqa: BLE001 - a kernel that cannot run here: the host picks
+        DEVICE_SAMPLING = "0"
+        print(f"strata engine: sampling on the device failed ({type(e).__name__}: {e}); the host picks from now on",
+              file=sys.stderr, flush=True)
+        return False
+    _WORKED.add(str(device))
+    return True
 
 
 def device_pickable(p) -> bool:
@@ -106,14 +129,11 @@ def pick_params(rows: list[tuple[object, int]]) -> torch.Tensor:
 def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
     """Each sampled slot's picks made on the device (engine.kernels.sample), where DEVICE_SAMPLING allows
     and the slot has no penalties (they need its history's counts); None for the others."""
-    global DEVICE_SAMPLING
     out: list = [None] * len(parts)
     if not samples_on(logits.device):
         return out
-    try:
-        from engine.kernels import sample
-    except ImportError:                   # no Triton: the host picks
-        return out
+    from engine.graphs import on_device
+    from engine.kernels import sample
     rows, slots, at = [], [], 0
     for k, (sr, p, greedy) in enumerate(zip(parts, params, plain)):
         n = len(sr.pick_rows)
@@ -123,14 +143,7 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
         at += n
     if not rows:
         return out
-    try:
-        from engine.graphs import on_device
-        got = sample.sample(logits, on_device(torch.tensor(rows, dtype=torch.float32), logits.device)).tolist()
-    except Exception as e:  # noqa: BLE001 - a kernel that cannot run here (compile, launch): the host picks
-        DEVICE_SAMPLING = "0"
-        print(f"strata engine: sampling on the device failed ({type(e).__name__}: {e}); the host picks from now on",
-              file=sys.stderr, flush=True)
-        return out
+    got = sample.sample(logits, on_device(torch.tensor(rows, dtype=torch.float32), logits.device)).tolist()
     i = 0
     for k, n in slots:
         out[k] = got[i:i + n]

@@ -184,14 +184,15 @@ def test_a_windows_sampled_picks_made_on_the_device_are_the_hosts(monkeypatch):
 
 
 def test_a_device_sampler_that_cannot_run_leaves_the_picks_to_the_host(monkeypatch, capsys):
-    """A kernel that fails where it runs (a compile or launch error) does not fail the window: the host
-    picks, from then on, and says so once."""
+    """A kernel that fails where it runs (a compile or launch error) does not fail the window: it is tried
+    once before the first use, and the host picks, from then on, and says so once."""
     pytest.importorskip("triton")
     from engine import window
     from engine.kernels import sample
     from engine.window import SlotRows, verdict, verdicts
 
     monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
+    monkeypatch.setattr(window, "_WORKED", set())
 
     def broken(*_a):
         raise RuntimeError("no kernel image for this device")
