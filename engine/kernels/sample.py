@@ -185,9 +185,11 @@ def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr,
     m = tl.max(mv, axis=0)
     total, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
     tok = tl.zeros((), tl.int32)
-    done = tl.zeros((), tl.int32)
+    done = (inv_t == 0).to(tl.int32)         # a greedy row beside sampled ones: its pick is the argmax's
     if FEW > 0:
-        tok, done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW, BLOCK, FEW)
+        if done == 0:
+            tok, done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW,
+                             BLOCK, FEW)
     if done == 0:
         # the candidates kept: the first `keep` in order, of mass `mass`
         keep = tl.zeros((), tl.int32) + V
@@ -224,7 +226,8 @@ def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr,
 
 def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     """Picks at rows of logits [N, V] (any float dtype, on the device): params [R, 6] float32 there, a row
-    each of (index into logits, 1 / temperature, top_k (0: none), top_p, min_p, keyed uniform u).
+    each of (index into logits, 1 / temperature, top_k (0: none), top_p, min_p, keyed uniform u); a row with
+    1 / temperature 0 is skipped (token 0: engine.pipeline.WindowLogits.picks takes its argmax).
     Returns the tokens [R] (int32)."""
     R = params.shape[0]
     out = torch.empty((R,), dtype=torch.int32, device=logits.device)
