@@ -87,19 +87,28 @@ class WindowLogits:
         return self._made[key]
 
     def picks(self, idx: list[int], params: torch.Tensor | None) -> torch.Tensor:
-        """The rows' picks on the device, as the window's verdicts make them from the same logits: their
-        argmax, or (params: engine.kernels.sample's on the host, row i for idx[i]) the seeded sampler's at
-        the sampled rows (1 / temperature > 0) and the argmax at the greedy ones."""
-        greedy = params[:, 1] == 0 if params is not None else None
-        if greedy is None or bool(greedy.all()):
-            return self.argmax(idx)
-        from engine.kernels import sample
-        with torch.inference_mode():
-            logits = self(idx)
-            picks = sample.sample(logits, on_device(params, logits.device)).long()
-            if bool(greedy.any()):
-                picks = torch.where(on_device(greedy, logits.device), self.argmax(idx), picks)
-            return picks
+        """The rows' picks on the device, made as the window's verdicts would make them from these logits
+        (they take them from here: made_picks): their argmax, or (params: engine.kernels.sample's on the
+        host, row i for idx[i]) the seeded sampler's at the sampled rows (1 / temperature > 0) and the
+        argmax at the greedy ones."""
+        key = ("picks", *idx)
+        if key not in self._made:
+            greedy = params[:, 1] == 0 if params is not None else None
+            if greedy is None or bool(greedy.all()):
+                self._made[key] = self.argmax(idx)
+            else:
+                from engine.kernels import sample
+                with torch.inference_mode():
+                    logits = self(idx)
+                    picks = sample.sample(logits, on_device(params, logits.device)).long()
+                    if bool(greedy.any()):
+                        picks = torch.where(on_device(greedy, logits.device), self.argmax(idx), picks)
+                self._made[key] = picks
+        return self._made[key]
+
+    def made_picks(self, idx: list[int]) -> torch.Tensor | None:
+        """The rows' picks if `picks` made them (a chaining window's), else None."""
+        return self._made.get(("picks", *idx))
 
 
 @dataclass

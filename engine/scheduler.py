@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from engine.config import STATE_RING
 from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
-from engine.sampling import argmax_pick
+from engine.sampling import argmax_pick, has_penalties
 from engine.sequence import Sequence
 from engine.stats import EngineStats
-from engine.window import SlotRows, device_pickable, pick_params, samples_on, verdicts as window_verdicts
+from engine.window import SlotRows, pick_params, samples_on, verdicts as window_verdicts
 
 # chained windows queued beyond the oldest one in flight (STRATA_CHAIN_DEPTH): at 1 the next window can be
 # built only once the one before the running window has come back, so the host's part of a window
@@ -217,13 +217,13 @@ class Scheduler:
         """One decode row whose pick the device makes: greedy, or sampled without penalties where the
         last stage samples (engine.window.samples_on)."""
         return sr.decoding and sr.n_rows == 1 and not sr.proposals and seq.logits is None and (
-            argmax_pick(seq.params) or (device_pickable(seq.params) and samples_on(self.pipeline.stages[-1].device)))
+            argmax_pick(seq.params) or (not has_penalties(seq.params) and samples_on(self.pipeline.stages[-1].device)))
 
     def _pick_params(self, parts: list[SlotRows], seqs: dict):
         """The sampler's params of a chaining window's pick rows, or None where every one is greedy."""
         if all(argmax_pick(seqs[sr.slot].params) for sr in parts):
             return None
-        return pick_params([(seqs[sr.slot].params, sr.pick_positions[0]) for sr in parts])
+        return pick_params([(i, seqs[sr.slot].params, sr.pick_positions[0]) for i, sr in enumerate(parts)])
 
     def _chainable(self, w: InFlight) -> bool:
         """Whether the group's next window can go now, on w's device picks: w's rows are all decode picks
@@ -266,7 +266,7 @@ class Scheduler:
         logits = logits_of(want)
         verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts],
                                    [seqs[sr.slot].logits is not None for sr in parts],
-                                   lambda: logits_of.argmax(want))   # a chained window's picks: made already
+                                   lambda: logits_of.made_picks(want))   # a chaining window's picks: made already
         proposals = {}
         if self.drafter is not None and self.plan.follows:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)

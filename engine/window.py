@@ -60,17 +60,21 @@ class SlotVerdict:
 
 
 def verdicts(parts: list[SlotRows], logits: torch.Tensor, params: list,
-             keep: list[bool] | None = None, argmax=None) -> list[SlotVerdict]:
+             keep: list[bool] | None = None, made=None) -> list[SlotVerdict]:
     """Each slot's verdict from the window's pick-row logits (the slots' pick rows in order; params: each
     slot's sampling; keep: the slots whose verdict carries its pick rows' logits, return_logits requests;
-    argmax: where given, gives the rows' argmax, made already). One transfer from the device for the
-    window, not one per slot: the greedy rows' argmax and the sampled rows' picks made on the device
-    together, the other rows' logits (and those kept) copied to the host once."""
+    made: where given, gives every pick row's pick if the device made them already (a chaining window's:
+    WindowLogits.picks), else None). One transfer from the device for the window, not one per slot: the
+    greedy rows' argmax and the sampled rows' picks made on the device together, the other rows' logits
+    (and those kept) copied to the host once."""
     keep = keep or [False] * len(parts)
-    plain = [not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
+    picked = made() if made is not None else None
+    plain = [picked is not None or not sr.decoding or argmax_pick(p) for sr, p in zip(parts, params)]
     best = []
-    if any(plain) and logits.shape[0]:
-        best = (argmax() if argmax is not None else torch.argmax(logits, dim=-1)).tolist()
+    if picked is not None:
+        best = picked.tolist()
+    elif any(plain) and logits.shape[0]:
+        best = torch.argmax(logits, dim=-1).tolist()
     drawn = _device_picks(parts, params, plain, logits)
     host = logits.cpu() if any(not g and d is None for g, d in zip(plain, drawn)) or any(keep) else None
     out, at = [], 0
@@ -112,18 +116,13 @@ def _works(device: torch.device) -> bool:
     return True
 
 
-def device_pickable(p) -> bool:
-    """A slot whose picks the device makes: greedy (argmax) or sampled without penalties."""
-    return argmax_pick(p) or not has_penalties(p)
-
-
-def pick_params(rows: list[tuple[object, int]]) -> torch.Tensor:
-    """engine.kernels.sample's params (on the host) for rows of (SamplingParams, the position its pick is
-    for), row i of the logits it gets for row i; a greedy row's 1 / temperature 0 (its pick is the argmax:
-    WindowLogits.picks)."""
+def pick_params(rows: list[tuple[int, object, int]]) -> torch.Tensor:
+    """engine.kernels.sample's params (on the host) for rows of (index into the logits it gets,
+    SamplingParams, the position its pick is for); a greedy row's 1 / temperature 0 (its pick is the
+    argmax: WindowLogits.picks)."""
     from engine.kernels import sample
     return torch.tensor([sample.row_params(i, p, keyed_uniform(p.seed, q)) if not argmax_pick(p)
-                         else [float(i), 0.0, 1.0, 1.0, 0.0, 0.0] for i, (p, q) in enumerate(rows)], dtype=torch.float32)
+                         else [float(i), 0.0, 1.0, 1.0, 0.0, 0.0] for i, p, q in rows], dtype=torch.float32)
 
 
 def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits: torch.Tensor) -> list:
@@ -138,12 +137,12 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
     for k, (sr, p, greedy) in enumerate(zip(parts, params, plain)):
         n = len(sr.pick_rows)
         if not greedy and not has_penalties(p):
-            rows += [sample.row_params(at + i, p, keyed_uniform(p.seed, q)) for i, q in enumerate(sr.pick_positions)]
+            rows += [(at + i, p, q) for i, q in enumerate(sr.pick_positions)]
             slots.append((k, n))
         at += n
     if not rows:
         return out
-    got = sample.sample(logits, on_device(torch.tensor(rows, dtype=torch.float32), logits.device)).tolist()
+    got = sample.sample(logits, on_device(pick_params(rows), logits.device)).tolist()
     i = 0
     for k, n in slots:
         out[k] = got[i:i + n]

@@ -68,8 +68,8 @@ class PickLog:
         self.drafted: set[int] = set()          # positions picked at an accepted proposal's row
 
     def wrap(self, real):
-        def verdicts(parts, logits, params, keep=None, argmax=None):   # a window's verdicts: each slot's pick rows in turn
-            out, at = real(parts, logits, params, keep, argmax), 0
+        def verdicts(parts, logits, params, keep=None, made=None):   # a window's verdicts: each slot's pick rows in turn
+            out, at = real(parts, logits, params, keep, made), 0
             for sr, v in zip(parts, out):
                 first = sr.first_pos + sr.n_base     # position of the token the first pick row predicts
                 for i in range(v.kept):

@@ -169,7 +169,8 @@ FAULTS = [
           ["tests/engine/test_mtp_train_batch.py::test_a_padded_batch_gives_each_sequence_what_it_gives_alone"]),
     # device sampling: each slot's rows read from the window's first pick row instead of its own
     Fault("device-sampling-rows-from-zero", "engine/window.py",
-          "sample.row_params(at + i, p, keyed_uniform(p.seed, q))", "sample.row_params(i, p, keyed_uniform(p.seed, q))",
+          "rows += [(at + i, p, q) for i, q in enumerate(sr.pick_positions)]",
+          "rows += [(i, p, q) for i, q in enumerate(sr.pick_positions)]",
           ["tests/engine/test_sampling.py::test_a_windows_sampled_picks_made_on_the_device_are_the_hosts"]),
     # the device sampler's top-p stretch one candidate short where its mass reaches top_p inside a run of ties
     Fault("device-top-p-one-short", "engine/kernels/sample.py",
