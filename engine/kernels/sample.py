@@ -168,9 +168,9 @@ def _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch, BLOCK: tl.con
 
 
 @triton.jit
-def _sample_kernel(logits, stride, V, params, out, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
+def _sample_kernel(logits, stride, V, knobs, out, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
     r = tl.program_id(0)
-    at = params + r * 6                     # (row, 1 / temperature, top_k, top_p, min_p, u)
+    at = knobs + r * 6                      # (row, 1 / temperature, top_k, top_p, min_p, u)
     row = logits + tl.load(at).to(tl.int64) * stride
     inv_t = tl.load(at + 1)
     top_k = tl.load(at + 2).to(tl.int32)
