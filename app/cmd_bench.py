@@ -93,6 +93,9 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     # 100 the host's part of a window outlasted the window's kernels and the device waited for it
     ahead = last.chained_total - first.chained_total if first else 0
     late = last.chained_late_total - first.chained_late_total if first else 0
+    # windows the draft guard (engine.draft_guard) ran without drafts, where they cost more than they gave
+    paused = last.drafts_paused_total - first.drafts_paused_total if first else 0
+    all_windows = last.windows_total - first.windows_total if first else 0
     offered = sum(d.drafts_offered for d in dones)
     accepted = sum(d.drafts_accepted for d in dones)
     windows = sum(d.windows for d in dones)
@@ -117,6 +120,8 @@ def run_level(eng, n: int, args, tag: str) -> dict:
         "mean_acceptance_length": round(1 + accepted / windows, 3) if windows and offered else None,
         "stage_busy_pct": busy,
         "chained_pct": round(100 * ahead / (ahead + late), 1) if ahead + late else None,
+        "paused_pct": round(100 * paused / all_windows, 1) if paused and all_windows else None,
+        "draft_guard": last.draft_guard if last else "",
         "accepted_by_pos": by_pos,
         "window_ms": round(statistics.median(window_ms), 3) if window_ms else None,
         "rows_per_window": round(n / groups * (1 + offered / windows), 2) if windows else None,
@@ -177,11 +182,14 @@ def run(args: argparse.Namespace) -> int:
               f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
     cols = ["streams", "prompt_tokens", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s",
             "drafts_offered", "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms",
-            "rows_per_window", "stage_busy_pct", "chained_pct", "accepted_by_pos"]
+            "rows_per_window", "stage_busy_pct", "chained_pct", "paused_pct", "accepted_by_pos"]
     width = {c: max(len(c), 8) for c in cols}
     print("  ".join(f"{c:>{width[c]}}" for c in cols))
     for r in rows:
         print("  ".join(f"{str(r[c]):>{width[c]}}" for c in cols))
+    for r in rows:
+        if r["draft_guard"]:
+            print(f"# draft guard, {r['streams']} streams: {r['draft_guard']} (STRATA_DRAFT_GUARD=0 drafts every window)")
     if beside:
         b = beside
         print(f"# read beside a decoding stream: {b['prompt_tokens']} prompt tokens at {b['read_tok_s_beside']} tok/s "

@@ -148,7 +148,7 @@ class EngineCore:
         return self.stats.telemetry(
             "busy" if self.has_work else "idle", [b.recent() for b in p.busy], [b.total for b in p.busy],
             self.scheduler.slots, len(self.scheduler.waiting), memory_figures([str(s.device) for s in p.stages]),
-            tuple(p.chained))
+            tuple(p.chained), self.scheduler.guard)
 
 
 def memory_figures(devices: list[str]) -> list[DeviceMemory]:

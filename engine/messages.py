@@ -271,6 +271,8 @@ class Telemetry(Msg):
     rows_total: int = 0                    # monotonic: rows run through the stages
     chained_total: int = 0                 # monotonic: chained windows launched before their feeding one ended
     chained_late_total: int = 0            # monotonic: chained windows launched after it had ended
+    drafts_paused_total: int = 0           # monotonic: windows run without drafts while they were on
+    draft_guard: str = ""                  # what engine.draft_guard decided and why ('' : nothing yet)
     slots: list[SlotState] = []
     queue_depth: int = 0
     memory: list[DeviceMemory] = []

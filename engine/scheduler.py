@@ -18,6 +18,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
+from engine.draft_guard import DraftGuard, guard_mode
 from engine.drafts import DraftPlan
 from engine.pipeline import Pipeline, Rows
 from engine.sampling import argmax_pick, has_penalties
@@ -70,6 +71,8 @@ class Scheduler:
         self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque[InFlight] = deque()
+        mode = guard_mode()
+        self.guard = DraftGuard(len(groups) == 1 and (mode == "1" or (mode == "auto" and pipeline.chain)))
 
     # ------------------------------------------------------------------ requests
     def add(self, seq: Sequence) -> None:
@@ -170,7 +173,12 @@ class Scheduler:
 
     def _depth(self) -> int:
         active_groups = {s.group for s in self.slots if s.seq is not None}
-        return self.plan.depth(pipelined=len(active_groups) > 1)
+        pipelined = len(active_groups) > 1
+        return self.plan.depth(pipelined) if pipelined or self.guard.drafting else 0
+
+    def _follows(self) -> bool:
+        """Whether the drafter follows this window (drafts on and not paused by the guard)."""
+        return self.drafter is not None and self.plan.follows and self.guard.drafting
 
     def _launch(self, g: int) -> None:
         parts: list[SlotRows] = []
@@ -206,12 +214,13 @@ class Scheduler:
         if self._chains(depth) and all(self._device_decode(sr, seqs[sr.slot]) for sr in parts):
             rows.pick_idx = [sr.start for sr in parts]      # one row per slot: its pick feeds a chained window
             rows.pick_params = self._pick_params(parts, seqs)
-        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of))
+        follow = self._follows()
+        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of, follow))
         self.inflight.append(InFlight(g, fut, parts, seqs, rows))
 
     def _chains(self, depth: int) -> bool:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
-        return self.pipeline.chain and depth == 0 and not (self.drafter is not None and self.plan.follows)
+        return self.pipeline.chain and depth == 0 and not self._follows()
 
     def _device_decode(self, sr: SlotRows, seq: Sequence) -> bool:
         """One decode row whose pick the device makes: greedy, or sampled without penalties where the
@@ -257,24 +266,28 @@ class Scheduler:
         rows.pick_idx = list(range(len(parts)))
         seqs = dict(w.seqs)
         rows.pick_params = self._pick_params(parts, seqs)
-        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of), feed=w.rows)
+        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of, False),
+                                   feed=w.rows)
         self.inflight.append(InFlight(w.group, fut, parts, seqs, rows))
 
-    def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of):
-        """Runs on the last stage's thread: verdicts, then the drafter's catch-up and next proposals."""
+    def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of, follow: bool):
+        """Runs on the last stage's thread: verdicts, then (follow) the drafter's catch-up and next proposals."""
         want = [r for sr in parts for r in sr.pick_rows]
         logits = logits_of(want)
         verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts],
                                    [seqs[sr.slot].logits is not None for sr in parts],
                                    lambda: logits_of.made_picks(want))   # a chaining window's picks: made already
         proposals = {}
-        if self.drafter is not None and self.plan.follows:
+        if follow:
             proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)
         return verdicts, proposals
 
     def _commit(self, w: InFlight, result) -> None:
         verdicts, proposals = result
         self.stats.window(sum(sr.n_rows for sr in w.parts))
+        self.guard.committed(sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
+                             all(sr.decoding for sr in w.parts), sum(s.seq is not None for s in self.slots),
+                             self.plan.depth(pipelined=False) > 0)
         for sr, v in zip(w.parts, verdicts):
             s = self.slots[sr.slot]
             s.in_flight -= 1

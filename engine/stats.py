@@ -112,7 +112,7 @@ class EngineStats:
         return out
 
     def telemetry(self, state: str, busy: list[float], busy_total: list[float], slots, queue_depth: int,
-                  memory, chained: tuple[int, int] = (0, 0)) -> Telemetry:
+                  memory, chained: tuple[int, int] = (0, 0), guard=None) -> Telemetry:
         n = max((i + 1 for i, v in enumerate(self.offered_by_pos) if v), default=0)
         return Telemetry(
             t=time.monotonic(), state=state, stage_busy=busy, stage_busy_s_total=busy_total,
@@ -124,4 +124,5 @@ class EngineStats:
             tokens_per_window=self._per(self.tok_rate, self.slot_window_rate),
             rows_total=self.rows_total, rows_per_window=self._per(self.row_rate, self.window_rate),
             chained_total=chained[0], chained_late_total=chained[1],
+            drafts_paused_total=guard.paused_windows if guard else 0, draft_guard=guard.note if guard else "",
             slots=self.slot_states(slots), queue_depth=queue_depth, memory=memory)

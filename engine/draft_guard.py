@@ -1,0 +1,100 @@
+"""Drafts only while they pay: the solo path's guard against a draft window that costs more than it gives.
+
+A draft window cannot chain (its verdict and the drafter's next proposals come from the host before the
+next window is built), so where windows chain (one GPU stage) a window without drafts can be three times
+cheaper than one with them (H200, SmolLM2's shape: 0.68 ms against 2.0 ms at --spec 2 and 2.6 at --spec 4,
+tests/gpu/run_draft_cost.sh, 2026-12-04). A drafter that gets 1.7 tokens a window then makes a lone request
+slower than no drafter at all; a user who turned drafts on expects the opposite.
+
+So the guard measures both: decode tokens per second of wall time with drafts (a span of DRAFT_SPAN
+windows) and without them (PLAIN_SPAN windows, chained), keeps the faster, and measures the other again
+after holding the choice for a while (HOLD tokens, doubled each time the same side wins again, up to
+HOLD_MAX), since acceptance follows the text. Spans skip the SETTLE windows after a switch and count only
+windows in which every slot decodes; a change in the number of active sequences starts over. Paused
+windows don't run the drafter, so its KV misses those positions (drafts later attend over what it saw):
+acceptance right after a pause can be lower. Tokens never depend on it: every draft is verified.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+DRAFT_SPAN = 16          # windows a measurement with drafts spans
+PLAIN_SPAN = 32          # and without (chained windows are shorter)
+SETTLE = 2               # windows after a switch left out of the measurement
+HOLD = 256               # tokens the faster side runs before the other is measured again...
+HOLD_MAX = 8192          # ...doubled while the same side keeps winning
+
+
+def guard_mode() -> str:
+    """STRATA_DRAFT_GUARD: auto (on where windows chain), 1 (on), 0 (off: drafts every window)."""
+    return os.environ.get("STRATA_DRAFT_GUARD", "auto")
+
+
+class DraftGuard:
+    def __init__(self, enabled: bool, clock=time.monotonic):
+        self.enabled, self.clock = enabled, clock
+        self.paused_windows = 0            # windows run without drafts that drafts were on for (monotonic)
+        self._start(None)
+
+    def _start(self, n_active) -> None:
+        self.drafting = True
+        self.rate: dict[bool, float | None] = {True: None, False: None}
+        self.hold, self._last_best, self._n_active = HOLD, None, n_active
+        self._trial, self._settle, self._span = True, SETTLE, None
+
+    def _switch(self, drafting: bool) -> None:
+        if drafting != self.drafting:
+            self.drafting, self._settle = drafting, SETTLE
+        self._span = None
+
+    @property
+    def note(self) -> str:
+        """What the guard does, for telemetry: '' while it has nothing to say."""
+        if not self.enabled or self.rate[True] is None or self.rate[False] is None:
+            return ""
+        state = "on" if self.drafting else "paused"
+        return f"drafts {state}: {self.rate[True]:.0f} tok/s with them, {self.rate[False]:.0f} without"
+
+    def committed(self, tokens: int, all_decoding: bool, n_active: int, drafts_on: bool = True) -> None:
+        """A window came back with `tokens` decode tokens; all_decoding: every slot in it decoded (none read
+        a prompt); n_active: the sequences in the slots now; drafts_on: the plan drafts (else nothing to do)."""
+        if not self.enabled:
+            return
+        if not drafts_on:
+            if self._n_active is not None:
+                self._start(None)
+            return
+        if n_active != self._n_active:
+            self._start(n_active)
+            return
+        if not self.drafting:
+            self.paused_windows += 1
+        if not all_decoding:
+            self._span, self._settle = None, SETTLE
+            return
+        if self._settle:
+            self._settle -= 1
+            return
+        now = self.clock()
+        if self._span is None:                    # this window's end starts the clock
+            self._span = [now, 0, 0]
+            return
+        span = self._span
+        span[1] += tokens
+        span[2] += 1
+        done = span[2] >= (DRAFT_SPAN if self.drafting else PLAIN_SPAN) if self._trial else span[1] >= self.hold
+        if not done:
+            return
+        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+        if not self._trial:                        # held long enough: measure the other side again
+            self._trial = True
+            self._switch(not self.drafting)
+            return
+        if self.rate[not self.drafting] is None:   # the first measurement: now the other side's
+            self._switch(not self.drafting)
+            return
+        best = self.rate[True] > self.rate[False]
+        self.hold = min(self.hold * 2, HOLD_MAX) if best == self._last_best else HOLD
+        self._last_best, self._trial = best, False
+        self._switch(best)

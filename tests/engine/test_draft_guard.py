@@ -1,0 +1,125 @@
+"""The draft guard (engine.draft_guard): drafts only while they give more tokens per second than windows
+without them; first its policy on a clock of its own, then in a real engine (chained windows forced on the
+CPU stage, STRATA_CHAIN=1) whose clock makes a draft window cost what the GPU's does."""
+from __future__ import annotations
+
+import pytest
+
+from app.local_engine import local_client
+from app.run_requests import run_together
+from engine import draft_guard, drafts, scheduler
+from engine.draft_guard import DraftGuard
+from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+
+class Clock:
+    """A window costs `draft` seconds while the guard drafts, `plain` while it doesn't."""
+
+    def __init__(self, draft: float, plain: float):
+        self.t, self.draft, self.plain, self.guard = 0.0, draft, plain, None
+
+    def __call__(self) -> float:
+        self.t += self.draft if self.guard.drafting else self.plain
+        return self.t
+
+
+def guarded(draft: float, plain: float) -> tuple[DraftGuard, Clock]:
+    clock = Clock(draft, plain)
+    g = DraftGuard(True, clock)
+    clock.guard = g
+    return g, clock
+
+
+def feed(g: DraftGuard, n: int, tokens_drafting: int, all_decoding=True, n_active=1, drafts_on=True) -> list[bool]:
+    """n windows; each gives tokens_drafting tokens while drafting, 1 while paused. Returns drafting per window."""
+    seen = []
+    for _ in range(n):
+        seen.append(g.drafting)
+        g.committed(tokens_drafting if g.drafting else 1, all_decoding, n_active, drafts_on)
+    return seen
+
+
+def test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later():
+    g, _ = guarded(draft=2.5e-3, plain=0.8e-3)       # 1.7 tokens a 2.5 ms window against 1 a 0.8 ms one
+    first = feed(g, 1 + draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 1, 2)
+    assert all(first) and not g.drafting               # the drafting span measured: now without
+    assert g.rate[True] == pytest.approx(2 / 2.5e-3)
+    feed(g, draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 1, 2)
+    assert g.rate[False] == pytest.approx(1 / 0.8e-3) and not g.drafting
+    assert "paused: 800 tok/s with them, 1250 without" in g.note
+    paused = g.paused_windows
+    seen = feed(g, draft_guard.HOLD + draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 2, 2)
+    assert seen.count(True) >= draft_guard.DRAFT_SPAN and not g.drafting    # measured again, paused again
+    assert g.hold == 2 * draft_guard.HOLD                                       # the same side won: held longer
+    assert g.paused_windows - paused == seen.count(False)
+
+
+def test_drafts_that_pay_stay_on():
+    g, _ = guarded(draft=1.2e-3, plain=0.8e-3)       # 2.4 tokens a 1.2 ms window: 2,000 tok/s against 1,250
+    seen = feed(g, 200, 3)
+    assert g.drafting and g.rate[True] > g.rate[False] and g.note.startswith("drafts on")
+    # without drafts only while measured: once at first, once after the first hold (HOLD tokens), then held twice
+    # as long
+    assert seen.count(False) <= 2 * (draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 1) and g.hold == 2 * draft_guard.HOLD
+    assert g.paused_windows == seen.count(False)
+
+
+def test_prompt_windows_and_new_requests_start_the_measurement_over():
+    g, _ = guarded(draft=2.5e-3, plain=0.8e-3)
+    feed(g, 10, 1)
+    feed(g, 1, 1, all_decoding=False)                 # a prompt read beside: the span starts again
+    assert g._span is None
+    feed(g, draft_guard.DRAFT_SPAN - 2, 1)
+    assert g.rate[True] is None and g.drafting
+    feed(g, 1, 1, n_active=2)                          # another request: nothing measured so far counts
+    assert g.drafting and g.rate == {True: None, False: None}
+    g2, _ = guarded(draft=2.5e-3, plain=0.8e-3)
+    feed(g2, 200, 1, drafts_on=False)                  # --spec 1: nothing to guard
+    assert g2.drafting and g2.paused_windows == 0 and g2.note == ""
+
+
+def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens(
+        synthetic, monkeypatch):
+    """A random MTP layer (nearly every proposal rejected) whose windows cost three times a plain one: the
+    guard pauses drafts, the paused windows chain and skip the drafter, drafts come back to be measured
+    again, and every token is the one decoded without drafts."""
+    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "HOLD", 12)
+    clocks = []
+
+    class Guard(DraftGuard):
+        def __init__(self, enabled, clock=None):
+            c = Clock(3e-3, 1e-3)
+            super().__init__(enabled, c)
+            c.guard = self
+            clocks.append(c)
+    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    chained, advanced = [0], [0]
+    real_chain, real_advance = scheduler.Scheduler._launch_chained, drafts.MtpDrafter.advance
+
+    def chain(self, w):
+        chained[0] += 1
+        return real_chain(self, w)
+
+    def advance(self, *a):
+        advanced[0] += 1
+        return real_advance(self, *a)
+    monkeypatch.setattr(scheduler.Scheduler, "_launch_chained", chain)
+    monkeypatch.setattr(drafts.MtpDrafter, "advance", advance)
+    model = str(synthetic("llama", mtp=1))
+    reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=60))]
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+    with local_client(EngineConfig(model=model, parallel=1)) as eng:
+        plain = run_together(eng, reqs)["a"]
+    chained[0] = advanced[0] = 0
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
+    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
+        got = run_together(eng, reqs)["a"]
+        tel = eng.latest_telemetry
+    assert got.tokens == plain.tokens
+    assert chained[0] >= 8                       # paused windows chain
+    assert 0 < got.done.drafts_offered < 2 * 60  # drafts ran in the measured spans only
+    assert advanced[0] < got.done.windows        # and the drafter skipped the paused windows
+    assert tel is not None and tel.drafts_paused_total >= 8
