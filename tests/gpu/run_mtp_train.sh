@@ -5,6 +5,7 @@
 #   bash tests/gpu/run_mtp_train.sh a     carry [".mdl/a"]                              (the first half)
 #   bash tests/gpu/run_mtp_train.sh b     carry [".mdl/b", ".mdl/b.sha256", ".wheels"]  (joins, writes, trains)
 #   bash tests/gpu/run_mtp_train.sh c     carry [".wheels"]                             (measures)
+# or, to measure the shipped layer without training: a, then j (carry as b: joins only), then c.
 # b saves the model text as it goes and the layer every 50 steps: if a call runs out of time, call b
 # again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ / BATCH / STREAMS / LR (env)
 # size the run; TEXT=stdlib adds the machine's Python standard library as --text (TEXT_TOKENS of it), any
@@ -19,12 +20,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
 S="python3 -m app.cli"
-if [ "${1:-}" = b ]; then
+if [ "${1:-}" = b ] || [ "${1:-}" = j ]; then
   if [ ! -f $D/$NAME.gguf ]; then
     [ -f $D/a ] || { echo "FAIL: the first half is gone (the machine went cold): call a again, then b at once"; exit 1; }
     cat $D/a .mdl/b > $D/$NAME.gguf
     [ "$(sha256sum $D/$NAME.gguf | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $D/$NAME.gguf; echo "FAIL: halves do not join"; exit 1; }
   fi
+  [ "$1" = j ] && { echo "joined: $D/$NAME.gguf (c measures it with the layer shipped in engine/mtp/)"; exit 0; }
   nvidia-smi --query-gpu=name --format=csv,noheader
   EXTRA=()
   if [ -n "${TEXT:-}" ]; then
@@ -38,10 +40,14 @@ if [ "${1:-}" = b ]; then
   cp $D/$NAME.mtp.gguf "$OUT/"
   exit 0
 fi
-[ "${1:-}" = c ] || { echo "usage: run_mtp_train.sh a|b|c"; exit 2; }
+[ "${1:-}" = c ] || { echo "usage: run_mtp_train.sh a|b|j|c"; exit 2; }
+# --spec 4 with the draft guard (engine.draft_guard: on by default here), without it, and no drafts at all
 for kind in code prose edit; do
   $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec 4 --prompt-kind $kind \
-    --max-tokens 128 --ctx 2048 2>&1 | grep -v "^#.*memory"
+    --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
 done
-$S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --prompt-kind code --max-tokens 128 --ctx 2048
+STRATA_DRAFT_GUARD=0 $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec 4 \
+  --prompt-kind code --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
+$S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --prompt-kind code \
+  --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
 $S batch-test --model $D/$NAME.gguf --devices cuda:0 --parallel 4 --spec 4 --max-tokens 32 --temperature 0.8 --seed 3
