@@ -22,10 +22,10 @@ def req(rid, prompt, n=12, **kw):
     return AddRequest(request_id=rid, prompt=prompt, sampling=SamplingParams(max_tokens=n, **kw))
 
 
-def run(model, reqs, chain: str, monkeypatch, parallel=2, telemetry: list | None = None):
+def run(model, reqs, chain: str, monkeypatch, parallel=2, telemetry: list | None = None, devices: str = ""):
     """The requests' results; telemetry: gets the engine's telemetry from after the last window."""
     monkeypatch.setenv("STRATA_CHAIN", chain)
-    with local_client(EngineConfig(model=model, parallel=parallel)) as eng:
+    with local_client(EngineConfig(model=model, parallel=parallel, **({"devices": devices} if devices else {}))) as eng:
         out = run_together(eng, reqs)
         if telemetry is not None:
             t_end = time.monotonic() + 5
@@ -102,18 +102,23 @@ def test_a_model_with_an_mtp_layer_chains_while_drafts_are_off(synthetic, monkey
 
 
 def test_sampled_windows_chain_on_the_samplers_device_picks(model, monkeypatch, chained_windows):
-    """Where the device samples (engine.kernels.sample; forced here on the CPU under the Triton
-    interpreter), sampled streams chain like greedy ones: the next window embeds the device's pick, the
-    verdict makes the same pick from the same logits, and the tokens are those of the unchained run and of
-    the host's sampler."""
+    """Where the device samples (engine.kernels.sample; on a GPU there, forced here on the CPU under the
+    Triton interpreter), sampled streams chain like greedy ones: the next window embeds the device's pick,
+    the verdict makes the same pick from the same logits, and the tokens are those of the unchained run and
+    of the host's sampler."""
+    import torch
+
     from engine import window
     from tests.engine.test_packed import kernel_module
 
-    monkeypatch.setattr(kernel_module("sample"), "FEW", 64)    # the interpreter's sort of 1,024 takes minutes
+    devices = "cuda:0" if torch.cuda.is_available() else "cpu"
+    if devices == "cpu":
+        monkeypatch.setattr(kernel_module("sample"), "FEW", 64)    # the interpreter's sort of 1,024 takes minutes
     reqs = [req("a", "another one here", n=6, temperature=1.1, top_p=0.9, seed=5),
             req("b", "a greedy one beside", n=6)]
-    host = run(model, reqs, "0", monkeypatch)
+    monkeypatch.setattr(window, "DEVICE_SAMPLING", "0")
+    host = run(model, reqs, "0", monkeypatch, devices=devices)
     monkeypatch.setattr(window, "DEVICE_SAMPLING", "1")
-    got = run(model, reqs, "1", monkeypatch)
+    got = run(model, reqs, "1", monkeypatch, devices=devices)
     assert chained_windows[0] >= 3          # (a window chains only where all its slots' picks are the device's)
     assert all(got[r.request_id].tokens == host[r.request_id].tokens for r in reqs)
