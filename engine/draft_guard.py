@@ -10,7 +10,9 @@ So the guard measures both: decode tokens per second of wall time with drafts (a
 windows) and without them (PLAIN_SPAN windows, chained), keeps the faster, and measures the other again
 after holding the choice for a while (HOLD tokens, doubled each time the same side wins again, up to
 HOLD_MAX), since acceptance follows the text. Spans skip the SETTLE windows after a switch and count only
-windows in which every slot decodes; a change in the number of active sequences starts over. Paused
+windows in which every slot decodes. Rates depend on how many sequences share the windows: the guard
+keeps its state for each count and takes it up again when that count returns (the next request alone
+starts where the last one left off, without measuring drafts again first). Paused
 windows don't run the drafter, so its KV misses those positions (drafts later attend over what it saw):
 acceptance right after a pause can be lower. Tokens never depend on it: every draft is verified.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 
-DRAFT_SPAN = 16          # windows a measurement with drafts spans
+DRAFT_SPAN = 8           # windows a measurement with drafts spans
 PLAIN_SPAN = 32          # and without (chained windows are shorter)
 SETTLE = 2               # windows after a switch left out of the measurement
 HOLD = 256               # tokens the faster side runs before the other is measured again...
@@ -35,13 +37,23 @@ class DraftGuard:
     def __init__(self, enabled: bool, clock=time.monotonic):
         self.enabled, self.clock = enabled, clock
         self.paused_windows = 0            # windows run without drafts that drafts were on for (monotonic)
+        self._known: dict = {}             # n_active -> where the guard left that count (_start)
+        self._n_active = None
         self._start(None)
 
     def _start(self, n_active) -> None:
-        self.drafting = True
-        self.rate: dict[bool, float | None] = {True: None, False: None}
-        self.hold, self._last_best, self._n_active = HOLD, None, n_active
-        self._trial, self._settle, self._span = True, SETTLE, None
+        """Measure for n_active sequences: from where the guard left that count, else from scratch."""
+        if self._n_active is not None:
+            self._known[self._n_active] = (self.drafting, self.rate, self.hold, self._last_best, self._trial,
+                                             self._held)
+        self._n_active = n_active
+        if n_active in self._known:
+            self.drafting, self.rate, self.hold, self._last_best, self._trial, self._held = self._known[n_active]
+        else:
+            self.drafting = True
+            self.rate: dict[bool, float | None] = {True: None, False: None}
+            self.hold, self._last_best, self._trial, self._held = HOLD, None, True, 0
+        self._settle, self._span = SETTLE, None
 
     def _switch(self, drafting: bool) -> None:
         if drafting != self.drafting:
@@ -62,7 +74,9 @@ class DraftGuard:
         if not self.enabled:
             return
         if not drafts_on:
+            self._known.clear()
             if self._n_active is not None:
+                self._n_active = None
                 self._start(None)
             return
         if n_active != self._n_active:
@@ -83,18 +97,23 @@ class DraftGuard:
         span = self._span
         span[1] += tokens
         span[2] += 1
-        done = span[2] >= (DRAFT_SPAN if self.drafting else PLAIN_SPAN) if self._trial else span[1] >= self.hold
-        if not done:
-            return
-        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
-        if not self._trial:                        # held long enough: measure the other side again
-            self._trial = True
+        measured = span[2] >= (DRAFT_SPAN if self.drafting else PLAIN_SPAN)
+        if not self._trial:                        # holding the faster side (its tokens count across requests)
+            self._held += tokens
+            if self._held < self.hold:
+                return
+            if measured:
+                self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+            self._trial = True                     # held long enough: measure the other side again
             self._switch(not self.drafting)
             return
+        if not measured:
+            return
+        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
         if self.rate[not self.drafting] is None:   # the first measurement: now the other side's
             self._switch(not self.drafting)
             return
         best = self.rate[True] > self.rate[False]
         self.hold = min(self.hold * 2, HOLD_MAX) if best == self._last_best else HOLD
-        self._last_best, self._trial = best, False
+        self._last_best, self._trial, self._held = best, False, 0
         self._switch(best)

@@ -64,15 +64,27 @@ def test_drafts_that_pay_stay_on():
     assert g.paused_windows == seen.count(False)
 
 
-def test_prompt_windows_and_new_requests_start_the_measurement_over():
+def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements():
     g, _ = guarded(draft=2.5e-3, plain=0.8e-3)
-    feed(g, 10, 1)
+    feed(g, 6, 1)
     feed(g, 1, 1, all_decoding=False)                 # a prompt read beside: the span starts again
     assert g._span is None
     feed(g, draft_guard.DRAFT_SPAN - 2, 1)
     assert g.rate[True] is None and g.drafting
-    feed(g, 1, 1, n_active=2)                          # another request: nothing measured so far counts
+    feed(g, 200, 1)
+    assert not g.drafting and g.rate[False] is not None
+    one = dict(g.rate)
+    feed(g, 1, 1, n_active=2)                          # two sequences share the windows: measured apart
     assert g.drafting and g.rate == {True: None, False: None}
+    feed(g, 1, 1, n_active=1)                          # alone again: where it left off, still paused
+    assert not g.drafting and g.rate == one
+    # the hold's tokens add up across requests (short ones, each with its prompt windows), so drafts are
+    # measured again after HOLD tokens however the requests are cut
+    probes = []
+    for _ in range(3 * draft_guard.HOLD // 20):
+        feed(g, 2, 1, all_decoding=False)
+        probes += feed(g, 20, 1)
+    assert any(probes) and not all(probes)
     g2, _ = guarded(draft=2.5e-3, plain=0.8e-3)
     feed(g2, 200, 1, drafts_on=False)                  # --spec 1: nothing to guard
     assert g2.drafting and g2.paused_windows == 0 and g2.note == ""
