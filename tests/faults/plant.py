@@ -185,6 +185,16 @@ FAULTS = [
           "        seqs = dict(w.seqs)\n        rows.pick_params = self._pick_params(parts, seqs)\n",
           "        seqs = dict(w.seqs)\n",
           ["tests/engine/test_chaining.py::test_sampled_windows_chain_on_the_samplers_device_picks"]),
+    # the draft guard keeping drafts that give fewer tokens a second than windows without them
+    Fault("guard-keeps-slower-drafts", "engine/draft_guard.py",
+          "best = self.rate[True] > self.rate[False]",
+          "best = True",
+          ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
+    # windows the guard paused still followed by the drafter (no chaining: the pause saves nothing)
+    Fault("guard-paused-drafter-follows", "engine/scheduler.py",
+          "return self.drafter is not None and self.plan.follows and self.guard.drafting",
+          "return self.drafter is not None and self.plan.follows",
+          ["tests/engine/test_draft_guard.py::test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
