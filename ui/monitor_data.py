@@ -96,6 +96,8 @@ class MonitorData:
             mean_len = 1 + t.drafts_accepted_total / t.windows_total if t.windows_total else float("nan")
             parts.append(f"drafts {t.drafts_accepted_total}/{t.drafts_offered_total} accepted ({acc:.0%}), "
                          f"mean accepted length {mean_len:.2f}")
+        if t.draft_guard:                   # engine.draft_guard: drafts paused where they cost more than they give
+            parts.append(t.draft_guard)
         if t.queue_depth:
             parts.append(f"{t.queue_depth} queued")
         return " · ".join(parts)

@@ -54,8 +54,12 @@ def test_acceptance_comes_from_deltas_of_the_totals():
     d.add(_tel(1.5, 120, 100, [72, 48], [61, 39]))     # nothing offered in the window: a gap, not 0 %
     d.add(_tel(2.6, 120, 100, [72, 48], [61, 39]))
     assert np.isnan(d.series("accept")[-1])
+    paused = _tel(3.0, 120, 100, [72, 48], [61, 39])
+    paused.draft_guard = "drafts paused: 554 tok/s with them, 1337 without"
+    d.add(paused)                                      # the draft guard's verdict is in the totals line
+    assert "drafts 100/120 accepted" in d.totals_text() and d.totals_text().endswith(paused.draft_guard)
     d.add(_tel(0.1, 0, 0, [], []))                     # a new engine: its clock restarted
-    assert d.ticks == 6 and len(d.x()) == 1
+    assert d.ticks == 7 and len(d.x()) == 1
 
 
 def test_monitor_view_one_timer_and_stage_curves(qtbot):
