@@ -3,8 +3,8 @@
 Why: a sampled row's logits went to the host (a vocabulary of floats a row) and were softmaxed, filtered
 and sorted there, one row after another (engine.sampling.pick). On an H200 that cost about 2 ms a row:
 the smollm2-135m shape decoded 1,312 tok/s greedy and 353 at temperature 0.8 for one stream, 7,375 and
-530 for 32 (tests/gpu/run_merge_fold.sh, 2026-12-04). Here one program per row makes the same choice from
-the row's logits, and one int per row travels.
+530 for 32 (tests/gpu/run_merge_fold.sh, 2026-12-04). Here the device makes the same choice from the
+row's logits, and one int per row travels.
 
 The choice (engine.sampling.pick's): e = exp(z - max z), z = logits / temperature; the candidates in
 descending e, ties by index; cut to the first top_k, to the shortest first stretch whose mass reaches
@@ -20,10 +20,14 @@ is well defined. Everything depends on the row alone: its pick is the same whate
 The host and this kernel can differ where u falls within rounding of a boundary between two candidates;
 a device's picks always come from here.
 
-First the few candidates' path: a row's entries with e >= 2^-12 (up to FEW of them) are sorted in the
-program's registers and their masses summed in that order; where every cut and the draw falls among them
-(a peaked row: the usual case), they decide the pick in three passes over the row. Otherwise the
-bisection decides it.
+First the few candidates' path, spread over the row's chunks of CHUNK entries (a program each, so a row
+is read by many SMs at once): one kernel takes each chunk's maximum, the next each chunk's mass and its
+entries with e >= 2^-12 (up to FEW in all); the row's program then lays those side by side in chunk
+order, sums the chunks' masses in that order, sorts the candidates in its registers and, where every cut
+and the draw falls among them (a peaked row: the usual case), picks from them. Otherwise the bisection
+over the row decides it, in that program alone. (With one program a row doing all of it, a peaked row of
+Qwen3's 151,936 tokens took 213 us and SmolLM2's 49,152 71 us on an H200: tests/gpu/bench_sample.py,
+2026-12-04.)
 
 A row with no finite maximum takes engine.sampling._usable's rules: where some scaled logits are +inf they
 share the mass alike, where all are -inf or NaN every token does (e is 1 there, 0 elsewhere). So every row
@@ -36,6 +40,8 @@ import triton
 import triton.language as tl
 
 BLOCK = 2048
+CHUNK = 4096                            # a row's chunks (a program each) for its maximum, mass and candidates
+CHUNK_BLOCK = 2048                      # the chunk programs' block (CHUNK a multiple of it)
 _TOP = tl.constexpr(0x7F800000)         # float32 +inf's bits: above every e (at most 1.0)
 _STEPS = tl.constexpr(31)               # bisection steps over [0, _TOP)
 _FEW_BITS = tl.constexpr(0x39800000)    # 2^-12: the entries a row's few candidates hold
@@ -123,22 +129,13 @@ def _nth_equal(row, V, inv_t, m, lb, t, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
-    """The pick from the row's candidates with e >= 2^-12 alone, where there are at most FEW of them and
-    they decide it: (token, 1), else (0, 0). They are sorted (keys: e's bits descending, then the index)
-    and their masses summed in that order."""
-    n = tl.zeros((), tl.int32)
-    for b in range(0, V, BLOCK):
-        offs = b + tl.arange(0, BLOCK)
-        _, eb = _scaled(row, offs, V, inv_t, m)
-        c = eb >= _FEW_BITS
-        at = tl.cumsum(c.to(tl.int32), axis=0) - 1 + n
-        key = ((0x7FFFFFFF - eb).to(tl.int64) << 32) | offs.to(tl.int64)
-        tl.store(scratch + at, key, mask=c & (at < FEW))
-        n += tl.sum(c.to(tl.int32), axis=0)
-    tl.debug_barrier()                       # the program's stores, read back by its other threads
+def _few_pick(keys, n, V, top_k, top_p, min_p, u, total, FEW: tl.constexpr):
+    """The pick from the row's candidates with e >= 2^-12 alone (keys [FEW]: their keys, unsorted, the
+    rest the largest key; n: how many the row has), where there are at most FEW of them and they decide it:
+    (token, 1), else (0, 0). They are sorted (keys: e's bits descending, then the index) and their masses
+    summed in that order."""
     j = tl.arange(0, FEW)
-    keys = tl.sort(tl.load(scratch + j, mask=j < n, other=0x7FFFFFFFFFFFFFFF), dim=0)
+    keys = tl.sort(keys, dim=0)
     e = tl.where(j < n, (0x7FFFFFFF - (keys >> 32)).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
     cum = tl.cumsum(e, axis=0)
     ok = n <= FEW
@@ -168,29 +165,93 @@ def _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch, BLOCK: tl.con
 
 
 @triton.jit
-def _sample_kernel(logits, stride, V, knobs, out, scratch, BLOCK: tl.constexpr, FEW: tl.constexpr):
+def _row_of(logits, stride, knobs, r):
+    """Row r's logits and 1 / temperature (knobs: (row, 1 / temperature, top_k, top_p, min_p, u) a row)."""
+    at = knobs + r * 6
+    return logits + tl.load(at).to(tl.int64) * stride, tl.load(at + 1)
+
+
+@triton.jit
+def _chunk_max_kernel(logits, stride, V, knobs, maxes, C, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Program (r, c): the largest scaled logit of row r's chunk c (NaN left out)."""
     r = tl.program_id(0)
-    at = knobs + r * 6                      # (row, 1 / temperature, top_k, top_p, min_p, u)
-    row = logits + tl.load(at).to(tl.int64) * stride
-    inv_t = tl.load(at + 1)
+    c = tl.program_id(1)
+    row, inv_t = _row_of(logits, stride, knobs, r)
+    mv = tl.full((BLOCK,), float("-inf"), tl.float32)
+    for b in range(0, CHUNK, BLOCK):
+        offs = c * CHUNK + b + tl.arange(0, BLOCK)
+        z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
+        mv = tl.maximum(mv, tl.where(z == z, z, float("-inf")))
+    tl.store(maxes + r * C + c, tl.max(mv, axis=0))
+
+
+@triton.jit
+def _row_max(maxes, r, C):
+    m = tl.load(maxes + r * C)
+    for c in range(1, C):
+        m = tl.maximum(m, tl.load(maxes + r * C + c))
+    return m
+
+
+@triton.jit
+def _chunk_few_kernel(logits, stride, V, knobs, maxes, masses, counts, scratch, C, CHUNK: tl.constexpr,
+                      BLOCK: tl.constexpr, FEW: tl.constexpr):
+    """Program (r, c): over row r's chunk c, the mass of e, and its entries with e >= 2^-12: their count and
+    (up to FEW, by index) their keys in the chunk's part of scratch."""
+    r = tl.program_id(0)
+    c = tl.program_id(1)
+    row, inv_t = _row_of(logits, stride, knobs, r)
+    m = _row_max(maxes, r, C)
+    mass = tl.zeros((BLOCK,), tl.float32)
+    n = tl.zeros((), tl.int32)
+    keys = scratch + (r * C + c).to(tl.int64) * FEW
+    for b in range(0, CHUNK, BLOCK):
+        offs = c * CHUNK + b + tl.arange(0, BLOCK)
+        e, eb = _scaled(row, offs, V, inv_t, m)
+        mass += tl.where(eb >= 0, e, 0.0)
+        if FEW > 0:
+            sel = eb >= _FEW_BITS
+            at = tl.cumsum(sel.to(tl.int32), axis=0) - 1 + n
+            key = ((0x7FFFFFFF - eb).to(tl.int64) << 32) | offs.to(tl.int64)
+            tl.store(keys + at, key, mask=sel & (at < FEW))
+            n += tl.sum(sel.to(tl.int32), axis=0)
+    tl.store(masses + r * C + c, tl.sum(mass, axis=0))
+    tl.store(counts + r * C + c, n)
+
+
+@triton.jit
+def _sample_kernel(logits, stride, V, knobs, out, maxes, masses, counts, scratch, C, BLOCK: tl.constexpr,
+                   FEW: tl.constexpr):
+    """Program r: row r's pick, from its chunks' maxima, masses and few candidates (the chunk kernels')
+    where those decide it, else by bisection over the row."""
+    r = tl.program_id(0)
+    row, inv_t = _row_of(logits, stride, knobs, r)
+    at = knobs + r * 6
     top_k = tl.load(at + 2).to(tl.int32)
     top_p = tl.load(at + 3)
     min_p = tl.load(at + 4)
     u = tl.load(at + 5)
-    mv = tl.full((BLOCK,), float("-inf"), tl.float32)
-    for b in range(0, V, BLOCK):
-        offs = b + tl.arange(0, BLOCK)
-        z = tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32) * inv_t
-        mv = tl.maximum(mv, tl.where(z == z, z, float("-inf")))
-    m = tl.max(mv, axis=0)
-    total, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)
+    m = _row_max(maxes, r, C)
     tok = tl.zeros((), tl.int32)
     done = (inv_t == 0).to(tl.int32)         # a greedy row beside sampled ones: its pick is the argmax's
     if FEW > 0:
         if done == 0:
-            tok, done = _few(row, V, inv_t, m, top_k, top_p, min_p, u, total, scratch + r.to(tl.int64) * FEW,
-                             BLOCK, FEW)
+            # the chunks' candidates side by side, in chunk order; their masses summed in that order
+            j = tl.arange(0, FEW)
+            keys = tl.full((FEW,), 0x7FFFFFFFFFFFFFFF, tl.int64)
+            n = tl.zeros((), tl.int32)
+            total = tl.zeros((), tl.float32)
+            for c in range(0, C):
+                cnt = tl.load(counts + r * C + c)
+                sel = (j >= n) & (j < n + cnt) & (j - n < FEW)
+                got = tl.load(scratch + (r * C + c).to(tl.int64) * FEW + (j - n), mask=sel,
+                              other=0x7FFFFFFFFFFFFFFF)
+                keys = tl.where(sel, got, keys)
+                n += cnt
+                total += tl.load(masses + r * C + c)
+            tok, done = _few_pick(keys, n, V, top_k, top_p, min_p, u, total, FEW)
     if done == 0:
+        total, _ = _at_or_above(row, V, inv_t, m, 0, BLOCK)     # the bisection's masses are sums over the row
         # the candidates kept: the first `keep` in order, of mass `mass`
         keep = tl.zeros((), tl.int32) + V
         mass = total
@@ -230,11 +291,22 @@ def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     1 / temperature 0 is skipped (token 0: engine.pipeline.WindowLogits.picks takes its argmax).
     Returns the tokens [R] (int32)."""
     R = params.shape[0]
+    V = logits.shape[1]
     out = torch.empty((R,), dtype=torch.int32, device=logits.device)
-    scratch = torch.empty((R, max(FEW, 1)), dtype=torch.int64, device=logits.device)
-    if R:
-        _sample_kernel[(R,)](logits, logits.stride(0), logits.shape[1], params, out, scratch, BLOCK=BLOCK, FEW=FEW,
-                             num_warps=8, enable_fp_fusion=False)     # z - max z is 0 at the max: e <= 1
+    if not R:
+        return out
+    C = triton.cdiv(V, CHUNK)
+    maxes = torch.empty((R, C), dtype=torch.float32, device=logits.device)
+    masses = torch.empty((R, C), dtype=torch.float32, device=logits.device)
+    counts = torch.empty((R, C), dtype=torch.int32, device=logits.device)
+    scratch = torch.empty((R, C, max(FEW, 1)), dtype=torch.int64, device=logits.device)
+    args = (logits, logits.stride(0), V, params)
+    cb = min(CHUNK_BLOCK, CHUNK)
+    _chunk_max_kernel[(R, C)](*args, maxes, C, CHUNK=CHUNK, BLOCK=cb, num_warps=4)
+    _chunk_few_kernel[(R, C)](*args, maxes, masses, counts, scratch, C, CHUNK=CHUNK, BLOCK=cb, FEW=FEW,
+                              num_warps=4, enable_fp_fusion=False)    # z - max z is 0 at the max: e <= 1
+    _sample_kernel[(R,)](*args, out, maxes, masses, counts, scratch, C, BLOCK=BLOCK, FEW=FEW, num_warps=8,
+                         enable_fp_fusion=False)
     return out
 
 

@@ -31,7 +31,10 @@ def rows(seed: int) -> torch.Tensor:
     ties = torch.randint(-3, 4, (3, V), generator=g).float()        # many equal logits
     holes = torch.randn(3, V, generator=g) * 3
     holes[:, ::3] = float("-inf")
-    return torch.cat((peaked, flat, ties, holes))
+    few = torch.randn(3, V, generator=g) * 0.5 - 20                  # 24 likely tokens across the row
+    for r in range(3):
+        few[r, torch.randperm(V, generator=g)[:24]] = torch.randn(24, generator=g) * 1.5
+    return torch.cat((peaked, flat, ties, holes, few))
 
 
 PARAMS = [SamplingParams(temperature=0.8, seed=1), SamplingParams(temperature=1.0, top_p=0.9, seed=2),
@@ -45,14 +48,18 @@ def device_picks(ks, logits, params, positions):
     return ks.sample(logits.to(DEV), torch.tensor(rows, dtype=torch.float32, device=DEV)).cpu()
 
 
-@pytest.mark.parametrize("few", [None, 0])
-def test_device_picks_are_the_hosts(ks, monkeypatch, few):
+@pytest.mark.parametrize("few,chunk", [(None, None), (0, None), (None, 256)])
+def test_device_picks_are_the_hosts(ks, monkeypatch, few, chunk):
     """Every row, except that with top-k the host's candidates are torch.topk's, whose order among equal
     logits is its own (the kernel's is by index, as everywhere else): rows of many equal logits are left out
     there. few 0: no row takes the few candidates' path (every row by bisection); else the peaked rows take
-    it where their candidates decide the pick."""
+    it where their candidates decide the pick. chunk 256: a row's maximum, mass and candidates come from
+    four chunks of two blocks, as a real vocabulary's do."""
     if few is not None:
         monkeypatch.setattr(ks, "FEW", few)
+    if chunk is not None:
+        monkeypatch.setattr(ks, "CHUNK", chunk)
+        monkeypatch.setattr(ks, "CHUNK_BLOCK", chunk // 2)
     logits = rows(0)
     n = logits.shape[0]
     for k, p in enumerate(PARAMS):
@@ -63,7 +70,9 @@ def test_device_picks_are_the_hosts(ks, monkeypatch, few):
         assert [got[i].item() for i in some] == [want[i] for i in some], (p, got.tolist(), want)
 
 
-def test_a_rows_pick_does_not_depend_on_the_rows_beside_it(ks):
+def test_a_rows_pick_does_not_depend_on_the_rows_beside_it(ks, monkeypatch):
+    monkeypatch.setattr(ks, "CHUNK", 256)
+    monkeypatch.setattr(ks, "CHUNK_BLOCK", 128)
     logits = rows(1)
     params = [PARAMS[i % len(PARAMS)] for i in range(logits.shape[0])]
     positions = list(range(7, 7 + logits.shape[0]))

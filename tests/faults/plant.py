@@ -180,6 +180,16 @@ FAULTS = [
     Fault("device-few-draw-one-late", "engine/kernels/sample.py",
           "pick = tl.minimum(d, keep - 1)", "pick = tl.minimum(d + 1, keep - 1)",
           ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
+    # the device sampler's chunk masses: each chunk's mass counted from its first block only
+    Fault("device-chunk-mass-first-block", "engine/kernels/sample.py",
+          "        mass += tl.where(eb >= 0, e, 0.0)\n",
+          "        mass = tl.where(eb >= 0, e, 0.0) + mass * (b == 0)\n",
+          ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
+    # the device sampler's candidates: a later chunk's written over the first chunk's places
+    Fault("device-chunk-candidates-from-zero", "engine/kernels/sample.py",
+          "sel = (j >= n) & (j < n + cnt) & (j - n < FEW)",
+          "sel = (j < cnt) & (j < FEW)",
+          ["tests/engine/test_sample_kernel.py::test_device_picks_are_the_hosts"]),
     # a chained window of sampled streams fed by its feeding window's argmax instead of the sampler's picks
     Fault("chained-sampled-as-argmax", "engine/scheduler.py",
           "        seqs = dict(w.seqs)\n        rows.pick_params = self._pick_params(parts, seqs)\n",

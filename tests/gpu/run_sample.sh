@@ -14,7 +14,7 @@ check "sampler time a row" timeout 120 python3 tests/gpu/bench_sample.py
 l8b_and_smol
 exact_layouts
 check "batch-test smol top-p 8 slots" $BT --model $M/smol.gguf --devices cuda:0 --parallel 8 --temperature 0.9 --seed 4
-for dev in 1 0; do
+for dev in ${DEVS_SAMPLING-1 0}; do
   for t in "--temperature 0" "--temperature 0.8" "--temperature 0.8 --top-p 0.95"; do
     check "bench smol device=$dev $t" env STRATA_DEVICE_SAMPLING=$([ $dev = 1 ] && echo auto || echo 0) timeout 120 \
       $S bench --model $M/smol.gguf --streams 1,32 --parallel 32 --prompt-tokens 64 --max-tokens 128 --ctx 1024 \
