@@ -36,7 +36,7 @@ def guard_mode() -> str:
 class DraftGuard:
     def __init__(self, enabled: bool, clock=time.monotonic):
         self.enabled, self.clock = enabled, clock
-        self.paused_windows = 0            # windows run without drafts that drafts were on for (monotonic)
+        self.paused_windows = 0            # windows run without drafts while drafts were on (monotonic)
         self._known: dict = {}             # n_active -> where the guard left that count (_start)
         self._n_active = None
         self._start(None)
