@@ -6,8 +6,9 @@ the next step: on the llama-3-8b shape with an MTP layer and --spec 4, one strea
 2026-12-01). Here each pass is one replay over a decode tile of the pipeline's sizes (1 or 16 rows;
 longer runs in several tiles; padding rows on the drafter's scratch slot): `layer` (token ids, trunk hidden states, slots, positions
 -> the layer's output rows), `pick` (layer outputs -> each row's greedy proposal and its probability)
-and `step` (both in one). Token ids can come from the device, so a chain's proposals stay there until
-the drafter copies them all to the host once (engine.drafts.MtpDrafter.advance).
+and `step` (both in one), and `chainN` (N steps in one, each at the next position: a chain's steps after
+its first proposal, one replay instead of N). Token ids can come from the device, so a chain's proposals
+stay there until the drafter copies them all to the host once (engine.drafts.MtpDrafter.advance).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from engine.pipeline import TileSizes
 
 
 class DraftGraphs:
-    def __init__(self, drafter, scratch_slot: int, sizes: TileSizes):
+    def __init__(self, drafter, scratch_slot: int, sizes: TileSizes, chains=()):
+        """chains: the chain lengths (draft depth - 1) to capture whole, as `chainN`."""
         self.scratch = scratch_slot
         self.sizes = sizes
         self.graphs: dict[tuple[str, int], TileGraph] = {}
+        self.chains = sorted({c for c in chains if c >= 1})
         d = drafter
 
         def layer(x, tok, slot, pos, n):
@@ -34,9 +37,23 @@ class DraftGraphs:
             g = d._layer(tok, x, slot, pos, n)
             return (g, *d._pick(g, n))
 
+        def chain(length):
+            def body(x, tok, slot, pos, n):
+                """`length` steps, each at the next position: each row's proposals and probabilities
+                [rows, length]."""
+                toks, probs = [], []
+                for k in range(length):
+                    x = d._layer(tok, x, slot, pos + k, n)
+                    tok, p = d._pick(x, n)
+                    toks.append(tok)
+                    probs.append(p)
+                return torch.stack(toks, dim=1), torch.stack(probs, dim=1)
+            return body
+
+        bodies = [("layer", layer), ("pick", pick), ("step", step)] + [(f"chain{c}", chain(c)) for c in self.chains]
         with torch.inference_mode():
             for rows in sorted(sizes.decode_sizes()):
-                for name, body in (("layer", layer), ("pick", pick), ("step", step)):
+                for name, body in bodies:
                     self.graphs[name, rows] = TileGraph(body, rows, d.cfg.n_embd, scratch_slot, d.device)
 
     def run(self, name: str, x: torch.Tensor, tok, slots: list[int], pos: list[int]) -> list[torch.Tensor]:

@@ -128,16 +128,17 @@ class MtpDrafter:
         self.graphs = None       # engine.draft_graph.DraftGraphs once captured (GPU)
         self.scratch_slot = n_slots
 
-    def capture(self, sizes) -> None:
+    def capture(self, sizes, depths=()) -> None:
         """Capture the drafter's passes as CUDA graphs on the pipeline's decode tiles (sizes: its
         TileSizes) where its block's work stays on the device (the loader calls this on a GPU stage that
-        replays graphs, with drafts on, before any stage thread runs)."""
+        replays graphs, with drafts on, before any stage thread runs); depths: the draft depths whose chains
+        are captured whole (engine.draft_graph's chainN)."""
         from engine.draft_graph import DraftGraphs
 
         lw = self.w.block
         if self.device.type == "cuda" and (lw.router is None or all(device_experts(lw, n)
                                                                     for n in sizes.decode_sizes())):
-            self.graphs = DraftGraphs(self, self.scratch_slot, sizes)
+            self.graphs = DraftGraphs(self, self.scratch_slot, sizes, [d - 1 for d in depths])
 
     def _layer(self, tok: torch.Tensor, hidden: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
                n_dev: torch.Tensor | None = None) -> torch.Tensor:
@@ -195,12 +196,16 @@ class MtpDrafter:
         trunk = rows_at(hidden, rows)
         if self.trunk_norm is not None:
             trunk = rms_norm(trunk, self.trunk_norm, self.cfg.norm_eps)
-        g = self._rows(trunk, nxt, slots, pos)
         live = list(last)
+        at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
+        whole = (self.graphs is not None and live and depth >= 1 and (depth == 1 or depth - 1 in self.graphs.chains)
+                 and all(at[s] + depth < self.ctx for s in live))
+        if whole:
+            return self._advance_whole(trunk, nxt, slots, pos, [last[s] for s in live], live, at, depth, min_p)
+        g = self._rows(trunk, nxt, slots, pos)
         if depth <= 0 or not live:
             return {}
         h = rows_at(g, [last[s] for s in live])
-        at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
         tok, p = self._propose(h, live)
         steps = []                                         # (chains, their proposals, probabilities)
         for step in range(depth):
@@ -219,13 +224,31 @@ class MtpDrafter:
             h, tok, p = self._step(h, tok, live, [at[s] for s in live])
         toks = torch.cat([t for _, t, _ in steps]).tolist()      # the chain's one trip to the host
         probs = torch.cat([q for _, _, q in steps]).tolist()
-        out: dict[int, list[int]] = {s: [] for s in steps[0][0]}
-        done, i = set(), 0
-        for chains, _, _ in steps:
-            for s in chains:
-                if s not in done:
-                    out[s].append(toks[i])
-                    if probs[i] < min_p:
-                        done.add(s)
-                i += 1
-        return out
+        i = iter(zip(toks, probs))
+        return _cut([(s, *next(i)) for chains, _, _ in steps for s in chains], min_p)
+
+    def _advance_whole(self, trunk, nxt, slots, pos, idx, live, at, depth: int, min_p: float) -> dict[int, list[int]]:
+        """advance's graph path where every chain has room for `depth` proposals: the catch-up rows with
+        their proposals in one replay (`step`), the chains' later steps in one more (`chainN`)."""
+        g, tok, p = self.graphs.run("step", trunk, nxt, slots, pos)
+        h, tok, p = rows_at(g, idx), rows_at(tok, idx), rows_at(p, idx)
+        if depth > 1:
+            more_t, more_p = self.graphs.run(f"chain{depth - 1}", h, tok, live, [at[s] + 1 for s in live])
+            tok, p = torch.cat((tok[:, None], more_t), dim=1), torch.cat((p[:, None], more_p), dim=1)
+        else:
+            tok, p = tok[:, None], p[:, None]
+        toks, probs = tok.T.tolist(), p.T.tolist()                # the chain's one trip to the host
+        return _cut([(s, toks[k][i], probs[k][i]) for k in range(depth) for i, s in enumerate(live)], min_p)
+
+
+def _cut(made: list[tuple[int, int, float]], min_p: float) -> dict[int, list[int]]:
+    """Each chain's proposals from (chain, token, probability) in step order: a chain ends after its first
+    proposal below min_p."""
+    out: dict[int, list[int]] = {}
+    done = set()
+    for s, t, q in made:
+        if s not in done:
+            out.setdefault(s, []).append(t)
+            if q < min_p:
+                done.add(s)
+    return out

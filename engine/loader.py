@@ -295,7 +295,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
             s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
     if drafter is not None and plan.follows and stages[-1].use_graph:
-        drafter.capture(pipeline.tiles)
+        drafter.capture(pipeline.tiles, {plan.depth(pipelined=False), plan.depth(pipelined=True)})
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")

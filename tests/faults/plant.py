@@ -195,6 +195,10 @@ FAULTS = [
           "        seqs = dict(w.seqs)\n        rows.pick_params = self._pick_params(parts, seqs)\n",
           "        seqs = dict(w.seqs)\n",
           ["tests/engine/test_chaining.py::test_sampled_windows_chain_on_the_samplers_device_picks"]),
+    # a whole chain's graph running every step at its first position
+    Fault("draft-chain-same-position", "engine/draft_graph.py",
+          "x = d._layer(tok, x, slot, pos + k, n)", "x = d._layer(tok, x, slot, pos, n)",
+          ["tests/engine/test_draft_graph.py::test_whole_chains_propose_at_each_steps_position"]),
     # the draft guard keeping drafts that give fewer tokens a second than windows without them
     Fault("guard-keeps-slower-drafts", "engine/draft_guard.py",
           "best = self.rate[True] > self.rate[False]",
