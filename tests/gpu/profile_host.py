@@ -83,6 +83,8 @@ def main() -> int:
     core = EngineCore(out.append)
     devices = sys.argv[3] if len(sys.argv) > 3 else "cuda:0"
     spec = int(os.environ.get("SPEC", "1"))
+    if spec > 1:                                     # drafts every window: the guard would pause them here
+        os.environ.setdefault("STRATA_DRAFT_GUARD", "0")
     core.handle(LoadModel(config=EngineConfig(model=model, devices=devices, ctx=1024, spec=spec)))
     core.handle(AddRequest(request_id="a", prompt="Hello there", sampling=SamplingParams(max_tokens=steps * 5,
                                                                                            ignore_eos=True)))

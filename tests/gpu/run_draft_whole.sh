@@ -3,6 +3,9 @@
 # (engine.draft_graph chainN). Before (run_draft_cost.sh, 2026-12-04, smollm2-135m shape with a random MTP
 # layer, one stream, no guard): window 2.14 ms at --spec 2, 2.78 at --spec 4; the drafter's host part 525 /
 # 834 us a window. Prints the host parts at --spec 4, benches without the guard, and exactness with drafts.
+# First run (2026-12-04): windows 1.83 ms at --spec 2 (548 tok/s, was 468), 2.10 ms at --spec 4 (476, was 360);
+# batch-tests IDENTICAL. Its host profile ran with the guard on, which paused the drafts (profile_host.py now
+# turns the guard off where SPEC > 1).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 $S make-model --arch llama --shape smollm2-135m --mtp 1 --qtype Q4_1 --out $M/smolm.gguf >/dev/null
