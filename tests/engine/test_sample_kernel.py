@@ -48,12 +48,12 @@ def device_picks(ks, logits, params, positions):
     return ks.sample(logits.to(DEV), torch.tensor(rows, dtype=torch.float32, device=DEV)).cpu()
 
 
-@pytest.mark.parametrize("few,chunk", [(None, None), (0, None), (None, 256)])
+@pytest.mark.parametrize("few,chunk", [(0, None), (None, 256)])
 def test_device_picks_are_the_hosts(ks, monkeypatch, few, chunk):
     """Every row, except that with top-k the host's candidates are torch.topk's, whose order among equal
     logits is its own (the kernel's is by index, as everywhere else): rows of many equal logits are left out
-    there. few 0: no row takes the few candidates' path (every row by bisection); else the peaked rows take
-    it where their candidates decide the pick. chunk 256: a row's maximum, mass and candidates come from
+    there. few 0: no row takes the few candidates' path (every row by bisection); else the rows of few
+    likely tokens take it where their candidates decide the pick. chunk 256: a row's maximum, mass and candidates come from
     four chunks of two blocks, as a real vocabulary's do."""
     if few is not None:
         monkeypatch.setattr(ks, "FEW", few)

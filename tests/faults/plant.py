@@ -247,7 +247,7 @@ FAULTS = [
           ["tests/engine/test_tiles.py::test_a_lone_decode_row_gets_a_one_row_tile_on_a_gpu"]),
     # the drafter's graph path: a chain past its first unsure proposal still offered
     Fault("draft-graph-min-p-ignored", "engine/drafts.py",
-          "                    if probs[i] < min_p:\n", "                    if False:\n",
+          "            if q < min_p:\n", "            if False:\n",
           ["tests/engine/test_draft_graph.py::test_the_graph_path_cuts_unsure_chains_like_the_eager_one"]),
     # IQ4 on the GPU path: two of the 16 values swapped (the dequantizing kernels and the int8 kernel's
     # emulated lookup read the same tree)
