@@ -10,6 +10,8 @@
 # again and it continues. Its log streams to $OUT/train.log. TOKENS / STEPS / SEQ / BATCH / STREAMS / LR (env)
 # size the run; TEXT=stdlib adds the machine's Python standard library as --text (TEXT_TOKENS of it), any
 # other TEXT is a path.
+# The shipped layer (2026-12-04): TEXT=stdlib TEXT_TOKENS=1500000 TOKENS=600000 STREAMS=32 STEPS=3500 BATCH=32
+# LR=7e-4 LIMIT=545 (stopped at step 2,305), then the same with STEPS=2600 (resumed, annealed to 2,600).
 # The layer comes back in $OUT (copy it to engine/mtp/); c prints strata bench's acceptance by position,
 # solo and 4 streams, for code / prose / edit prompts, and a sampled batch-test with the layer.
 set -euo pipefail
