@@ -8,7 +8,7 @@ thread's under Python 3.12).
 Prints the step time and the GPU kernel time per step (the rest of a step the GPU waits for the host),
 and the kernels that took most of it. SPEC=N (env): MTP drafts at that window size (a model with an
 MTP layer; random weights reject nearly every proposal, but the drafter runs its whole chain each
-window), with the drafter's parts timed too.
+window), with the drafter's parts timed too. TEMP=T (env): sampled at that temperature (seed 1).
 """
 from __future__ import annotations
 
@@ -86,8 +86,8 @@ def main() -> int:
     if spec > 1:                                     # drafts every window: the guard would pause them here
         os.environ.setdefault("STRATA_DRAFT_GUARD", "0")
     core.handle(LoadModel(config=EngineConfig(model=model, devices=devices, ctx=1024, spec=spec)))
-    core.handle(AddRequest(request_id="a", prompt="Hello there", sampling=SamplingParams(max_tokens=steps * 5,
-                                                                                           ignore_eos=True)))
+    sp = SamplingParams(max_tokens=steps * 5, ignore_eos=True, temperature=float(os.environ.get("TEMP", "0")), seed=1)
+    core.handle(AddRequest(request_id="a", prompt="Hello there", sampling=sp))
     for _ in range(steps):                           # prompt, then warm decode steps
         core.step()
     sync()
