@@ -35,6 +35,9 @@ is picked here, and the picks can stay on the device.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
 import triton
 import triton.language as tl
@@ -289,17 +292,38 @@ def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     """Picks at rows of logits [N, V] (any float dtype, on the device): params [R, 6] float32 there, a row
     each of (index into logits, 1 / temperature, top_k (0: none), top_p, min_p, keyed uniform u); a row with
     1 / temperature 0 is skipped (token 0: engine.pipeline.WindowLogits.picks takes its argmax).
-    Returns the tokens [R] (int32)."""
+    Returns the tokens [R] (int32). On a GPU, for up to GRAPH_ROWS rows, one replay of the launches captured
+    for that shape (SampleGraph) instead of three launches, where GRAPHS; a graph that cannot be captured
+    turns GRAPHS off (said once on stderr) and the launches serve."""
     R = params.shape[0]
-    V = logits.shape[1]
-    out = torch.empty((R,), dtype=torch.int32, device=logits.device)
     if not R:
-        return out
+        return torch.empty((0,), dtype=torch.int32, device=logits.device)
+    if logits.is_cuda and GRAPHS and logits.shape[0] <= GRAPH_ROWS and R <= GRAPH_ROWS:
+        key = (logits.device, torch.cuda.current_stream(logits.device).stream_id, tuple(logits.shape), logits.dtype, R,
+               CHUNK, CHUNK_BLOCK, BLOCK, FEW)
+        g = _GRAPHS.get(key)
+        if g is None:
+            try:
+                g = _GRAPHS[key] = SampleGraph(logits.shape, logits.dtype, R, logits.device)
+            except Exception as e:  # noqa: BLE001 - no graph here: the launches serve
+                _no_graphs(e)
+        if g is not None:
+            return g.run(logits, params)
+    return _launch(logits, params, *_buffers(R, logits.shape[1], logits.device))
+
+
+def _buffers(R: int, V: int, device) -> tuple:
+    """(out, maxes, masses, counts, scratch) for R rows of a V-wide row: the launches' outputs and scratch."""
     C = triton.cdiv(V, CHUNK)
-    maxes = torch.empty((R, C), dtype=torch.float32, device=logits.device)
-    masses = torch.empty((R, C), dtype=torch.float32, device=logits.device)
-    counts = torch.empty((R, C), dtype=torch.int32, device=logits.device)
-    scratch = torch.empty((R, C, max(FEW, 1)), dtype=torch.int64, device=logits.device)
+    return (torch.empty((R,), dtype=torch.int32, device=device),
+            torch.empty((R, C), dtype=torch.float32, device=device),
+            torch.empty((R, C), dtype=torch.float32, device=device),
+            torch.empty((R, C), dtype=torch.int32, device=device),
+            torch.empty((R, C, max(FEW, 1)), dtype=torch.int64, device=device))
+
+
+def _launch(logits, params, out, maxes, masses, counts, scratch) -> torch.Tensor:
+    R, V, C = params.shape[0], logits.shape[1], maxes.shape[1]
     args = (logits, logits.stride(0), V, params)
     cb = min(CHUNK_BLOCK, CHUNK)
     _chunk_max_kernel[(R, C)](*args, maxes, C, CHUNK=CHUNK, BLOCK=cb, num_warps=4)
@@ -308,6 +332,54 @@ def sample(logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
     _sample_kernel[(R,)](*args, out, maxes, masses, counts, scratch, C, BLOCK=BLOCK, FEW=FEW, num_warps=8,
                          enable_fp_fusion=False)
     return out
+
+
+# Why a graph: Triton's launcher costs tens of us of host time a launch, and the host's part of a chained
+# window is what bounds one stream. H200, the default model, T 0.8, one stream (tests/gpu/run_sample_real.sh,
+# profile_host.py, 2026-12-04): sample() took 224 us of host time a window with its three launches (the
+# device's work about 40 us), its window 1.105 ms against 0.746 greedy. Not yet run on a GPU (the session's
+# device time was spent): off until tests/gpu/run_sample_graph.sh has; STRATA_SAMPLE_GRAPHS=1 turns it on.
+GRAPHS = os.environ.get("STRATA_SAMPLE_GRAPHS", "0") == "1"
+GRAPH_ROWS = 16                          # rows (and logits rows) up to which a shape gets its graph
+_GRAPHS: dict = {}
+
+
+def _no_graphs(e: Exception) -> None:
+    global GRAPHS
+    GRAPHS = False
+    print(f"strata engine: the sampler's graph could not be captured ({type(e).__name__}: {e}); it launches its "
+          f"kernels instead", file=sys.stderr, flush=True)
+
+
+class SampleGraph:
+    """sample's launches for logits of one shape and dtype and R rows, captured once (on the stream that
+    first asks: each stream has its own, so replays on two streams never share buffers): a call copies the
+    logits and params in, replays, and returns a copy of the picks (the next replay reuses the buffer)."""
+
+    def __init__(self, shape: tuple, dtype: torch.dtype, R: int, device: torch.device):
+        self.logits = torch.zeros(shape, dtype=dtype, device=device)
+        self.params = torch.zeros((R, 6), dtype=torch.float32, device=device)
+        self.params[:, 0] = torch.arange(R, dtype=torch.float32, device=device).clamp(max=shape[0] - 1)
+        bufs = _buffers(R, shape[1], device)
+        stream = torch.cuda.Stream(device)               # a capture needs a side stream
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            _launch(self.logits, self.params, *bufs)     # compiles the kernels outside the capture
+            stream.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            self.graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                self.out = _launch(self.logits, self.params, *bufs)
+            finally:
+                self.graph.capture_end()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        self.bufs = bufs
+
+    def run(self, logits: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+        self.logits.copy_(logits, non_blocking=True)
+        self.params.copy_(params, non_blocking=True)
+        self.graph.replay()
+        return self.out.clone()
 
 
 def row_params(row: int, p, u: float) -> list[float]:

@@ -96,3 +96,17 @@ def test_rows_without_a_finite_maximum_take_the_hosts_rules(ks):
         got = device_picks(ks, row[None].expand(40, V).contiguous(), [p] * 40, positions).tolist()
         assert got == [pick(row, p, None, q)[0] for q in positions]
         assert drawn is None or set(got) == drawn
+
+
+@pytest.mark.skipif(DEV == "cpu", reason="CUDA graphs need a GPU")
+def test_a_graphs_picks_are_the_launches(ks, monkeypatch):
+    """On a GPU sample() replays a graph of its launches per shape: the same picks as launching them, and
+    each call's picks its own (the next replay reuses the graph's buffer)."""
+    logits = rows(2).to(DEV)
+    params = [PARAMS[i % len(PARAMS)] for i in range(logits.shape[0])]
+    monkeypatch.setattr(ks, "GRAPHS", True)
+    graphed = [device_picks(ks, logits, params, range(q, q + logits.shape[0])) for q in (0, 50)]
+    monkeypatch.setattr(ks, "GRAPHS", False)
+    launched = [device_picks(ks, logits, params, range(q, q + logits.shape[0])) for q in (0, 50)]
+    assert ks._GRAPHS and all(torch.equal(a, b) for a, b in zip(graphed, launched))
+    assert not torch.equal(graphed[0], graphed[1])

@@ -63,6 +63,11 @@ def timed_parts(core, steps: int) -> dict[str, float]:
     wrap(torch.cuda.Stream, "synchronize", "stream sync (GPU still busy)")
     wrap(pl.Pipeline, "_logits", "logits to the host")
     wrap(sch, "window_verdicts", "verdicts: picks on the host")
+    wrap(pl.WindowLogits, "picks", "stage: the device's picks (argmax or sampler launches)")
+    wrap(pl.Pipeline, "_successor", "stage: wait for the chained successor")
+    if torch.cuda.is_available():
+        import engine.kernels.sample as smp
+        wrap(smp, "sample", "stage: engine.kernels.sample (its launches)")
     import engine.drafts as dr
     wrap(dr.MtpDrafter, "advance", "drafter: catch-up and chain (whole)")
     wrap(dr.MtpDrafter, "_rows", "drafter: layer rows")
