@@ -197,15 +197,16 @@ class MtpDrafter:
         if self.trunk_norm is not None:
             trunk = rms_norm(trunk, self.trunk_norm, self.cfg.norm_eps)
         live = list(last)
+        newest = [last[s] for s in live]                   # each chain's newest row
         at = {s: pos[last[s]] for s in live}              # drafter position of each chain's newest row
         whole = (self.graphs is not None and live and depth >= 1 and (depth == 1 or depth - 1 in self.graphs.chains)
                  and all(at[s] + depth < self.ctx for s in live))
         if whole:
-            return self._advance_whole(trunk, nxt, slots, pos, [last[s] for s in live], live, at, depth, min_p)
+            return self._advance_whole(trunk, nxt, slots, pos, newest, live, at, depth, min_p)
         g = self._rows(trunk, nxt, slots, pos)
         if depth <= 0 or not live:
             return {}
-        h = rows_at(g, [last[s] for s in live])
+        h = rows_at(g, newest)
         tok, p = self._propose(h, live)
         steps = []                                         # (chains, their proposals, probabilities)
         for step in range(depth):
