@@ -44,9 +44,10 @@ CONVERSATION = [
 ]
 
 
-def load_oracle(path):
+def load_oracle(path, gguf_readers):
     transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    with gguf_readers():               # the reader the reference model's load made, if it ran (conftest.py)
+        return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
 def timed_tokenizer(path, cache_dir):
@@ -69,8 +70,8 @@ def smol(cache_dir):
 
 
 @pytest.fixture(scope="module")
-def smol_hf():
-    return load_oracle(default_model_path())
+def smol_hf(gguf_readers):
+    return load_oracle(default_model_path(), gguf_readers)
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +90,8 @@ def gemma(gemma_file, cache_dir):
 
 
 @pytest.fixture(scope="module")
-def gemma_hf(gemma_file):
-    return load_oracle(gemma_file)
+def gemma_hf(gemma_file, gguf_readers):
+    return load_oracle(gemma_file, gguf_readers)
 
 
 @pytest.fixture(params=["smol", "gemma"])
