@@ -13,10 +13,8 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine.kernels.packed import PACKED_TYPES, pack, unpack
-from tests.engine.test_packed import DEV, blocks, kernel_module, row_7_everywhere
-
-TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
+from engine.kernels.packed import pack, unpack
+from tests.engine.test_packed import DEV, KERNEL_TYPES, blocks, kernel_module, row_7_everywhere
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +49,11 @@ def test_quantize_rounds_each_block_of_32_to_int8(dg):
     assert not q.reshape(3, 3, 32)[1, 1].any() and d[1, 1] == 0
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("qt", KERNEL_TYPES, ids=lambda t: t.name)
 def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt):
-    """Every type, a K that takes several lane steps with a ragged last one (Q4_K 1280: 20 units of 64
-    values on 8 lanes; the 32-value types at 576: 18 units on 8 lanes)."""
+    """Every type (KERNEL_TYPES: one run-int8 type for the four), a K that takes several lane steps with a
+    ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value types at 576: 18 units on 8
+    lanes)."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(6)).to(DEV)

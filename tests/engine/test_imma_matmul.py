@@ -13,11 +13,9 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine.kernels.packed import PACKED_TYPES, pack, unpack
+from engine.kernels.packed import pack, unpack
 from tests.engine.test_dp4a_gemv import dequantized_x
-from tests.engine.test_packed import DEV, blocks, kernel_module, row_7_everywhere
-
-TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
+from tests.engine.test_packed import DEV, KERNEL_TYPES, blocks, kernel_module, row_7_everywhere
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +30,9 @@ def sm(im, monkeypatch):
     return mod
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("qt", KERNEL_TYPES, ids=lambda t: t.name)
 def test_imma_kernel_is_right_and_row_invariant(sm, im, qt):
-    """Every type; 40 weight rows: a ragged last tile of BN."""
+    """Every type (KERNEL_TYPES: one run-int8 type for the four); 40 weight rows: a ragged last tile of BN."""
     dg = importlib.import_module("engine.kernels.dp4a_gemv")
     k = 768 if GGML_QUANT_SIZES[qt][0] == 256 else 352        # 352: 11 blocks, a partial last chunk
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
