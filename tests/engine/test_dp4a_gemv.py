@@ -86,9 +86,10 @@ def test_decode_kernel_lanes_and_steps(dg, k, qt):
 def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt):
     """Two weight rows a thread, each x load serving both (xs=2): every weight row runs the same code as
     alone, so the bits equal xs=1's, for 1 and 5 real rows (passes of 1 and 4, one short), a ragged last
-    program (40 rows, 8 a program) and zeros past the real rows."""
+    program (20 rows, 8 a program: the last one's second weight rows lie past the matrix) and zeros past
+    the real rows."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
-    p = pack(blocks(qt, 40, k, 12).to(DEV), qt, k)
+    p = pack(blocks(qt, 20, k, 12).to(DEV), qt, k)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(13)).to(DEV)
     for m, n_real in ((1, 1), (8, 5)):
         xm, nr = x[:m].contiguous(), torch.tensor([n_real], device=DEV)
@@ -101,9 +102,9 @@ def test_rows_per_pass_give_the_same_bits(dg):
     """x rows per pass 1, 4 and 8 (each loaded weight unit serving the pass's rows; rows past the real
     count skipped), with and without the next step's weights prefetched: the same bits for 6 real rows (one pass of 8, two rows short) and 11 (8 + 3, the
     second pass's last four skipped; 4 + 4 + 3), zeros past them. The pass is the same code for every
-    type (the types differ inside a row's unit step, checked above)."""
+    type (the types differ inside a row's unit step, checked above). 8 weight rows: two programs of 4."""
     k = 1280
-    p = pack(blocks(QT.Q4_K, 16, k, 14).to(DEV), QT.Q4_K, k)
+    p = pack(blocks(QT.Q4_K, 8, k, 14).to(DEV), QT.Q4_K, k)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(15)).to(DEV)
     for n_real in (6, 11):
         nr = torch.tensor([n_real], device=DEV)
