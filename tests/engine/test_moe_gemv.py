@@ -97,8 +97,10 @@ def test_pairs_with_two_weight_rows_per_x_load_give_the_same_bits(mg, monkeypatc
     lw = experts(QT.Q4_K)
     h, sel, w, _ = tile_inputs(3, 7)
     n = torch.tensor([2], device=DEV)
-    monkeypatch.setattr(mg, "PAIR_NR", 1)           # several programs a stack (16 or 32 rows each)
+    monkeypatch.setattr(mg, "PAIR_NR", 4)           # the GPU's: several programs a stack (64 or 128 rows each)
     monkeypatch.setattr(mg, "PAIR_XS", 1)
+    for stack, k in ((lw.gate_exps, D), (lw.down_exps, F)):      # xs=2 too: two programs or more an expert
+        assert stack.shape[1] >= 2 * 2 * mg.plan(stack.packed.kind, stack.shape[1], k, mg.PAIR_WARPS, 4)[0]
     one = mg.routed(w, sel, lw, h, n)
     monkeypatch.setattr(mg, "PAIR_XS", 2)
     two = mg.routed(w, sel, lw, h, n)
