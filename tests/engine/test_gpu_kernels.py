@@ -155,7 +155,10 @@ def unpacked_blocks():
     return {}
 
 
-@pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
+# Each decode kernel in the block on the types it meets there. The CUDA-core float32 kernel (gemv, not the
+# default) on Q4_1 only: its Q4_K code is checked with the same placements in test_packed.py (and at K 512, 768
+# and 1024 there), and the Q4_K block layout by the other kernels here.
+@pytest.mark.parametrize("qtype,kernel", [("Q4_1", "gemv"), ("Q4_K", "mma"), ("Q4_1", "dp4a"),
                                           ("Q4_K", "dp4a"), ("Q4_K", "dp4a+mma"), ("Q4_K", "q4k-mma")])
 def test_packed_block_decode_tile_is_row_invariant_and_right(kernels, synthetic, monkeypatch, unpacked_blocks,
                                                             qtype, kernel):
@@ -247,10 +250,12 @@ def test_moe_block_tiles_on_the_device(kernels, synthetic, monkeypatch):
     _assert_row_7_everywhere(fb, cfg, lw, rope, k, v, rows, x, out, [(16, 7), (9, 2), (1, 0), (16, 15)])
 
 
-@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+@pytest.mark.parametrize("qtype", ["Q8_0"])
 def test_blocks_hand_on_the_next_blocks_normed_input(kernels, synthetic, monkeypatch, qtype):
     """engine.block.run_blocks: a block's last kernel makes the next block's attention RMSNorm (and its
-    int8 form); the two blocks give what each block on its own gives, and row 7 is row-invariant."""
+    int8 form); the two blocks give what each block on its own gives, and row 7 is row-invariant. The
+    hand-on is the same for every weight type (the int8 form is quantize()'s, test_dp4a_gemv.py); Q8_0 here,
+    whose int8 kernel code no other block test runs (Q4_K's and Q4_1's: the packed block test above)."""
     import engine.block as eb
     monkeypatch.setattr(importlib.import_module("engine.kernels.stream_matmul"), "DECODE_KERNEL", "dp4a")
     fb = kernels["fast_block"]
