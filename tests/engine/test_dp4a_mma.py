@@ -23,9 +23,10 @@ def mods():
     return kernel_module("dp4a_gemv"), kernel_module("dp4a_mma"), kernel_module("lane_tree")
 
 
-# (type, K): lanes 8 with a ragged last step, 16 and 32 with even ones (the lane count follows K)
+# (type, K): lanes 8 with a ragged last step, 16 and 32 with even ones (the lane count follows K; several
+# steps at 8 and 16 lanes)
 CASES = [(QT.Q4_1, 576), (QT.Q4_1, 1536), (QT.Q4_0, 576), (QT.Q8_0, 576), (QT.IQ3_S, 512), (QT.Q4_K, 1280),
-         (QT.Q4_K, 4096)]
+         (QT.Q4_K, 2048)]
 
 
 @pytest.mark.parametrize("qt,k", CASES, ids=lambda v: getattr(v, "name", None) or str(v))
