@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from gguf.constants import GGMLQuantizationType as QT
 
+from engine import cpu_gemm
 from engine.kernels.packed import _nibbles, pack
 from engine.model_info import int4_parts
 from engine.quant import fifth_bits, nibbles
@@ -38,6 +39,8 @@ class Int4Weight:
     k: int
     packed: torch.Tensor        # torch's int4 CPU layout of [N, K] codes, or of [N, 2K] for two parts
     sz: torch.Tensor            # [K/32 or 2K/32, N, 2] bfloat16 scale and zero
+    gemm: bool = True           # prompt tiles on engine.cpu_gemm (False: the head, routers, experts, whose
+                                # tiles are a few real rows of a large matrix: torch's kernel at any tile)
 
     @property
     def twice(self) -> bool:
@@ -71,7 +74,7 @@ def stack(weights: list[Int4Weight]) -> Int4Weight | None:
     if len({(w.k, w.twice) for w in weights}) > 1 or any(w.n % 64 for w in weights):
         return None
     both = Int4Weight(sum(w.n for w in weights), weights[0].k, torch.cat([w.packed for w in weights]),
-                      torch.cat([w.sz for w in weights], 1))
+                      torch.cat([w.sz for w in weights], 1), all(w.gemm for w in weights))
     a = 0
     for w in weights:
         w.packed, w.sz = both.packed[a:a + w.n], both.sz[:, a:a + w.n].contiguous()
@@ -150,6 +153,8 @@ def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
         fresh = fresh.clone(memory_format=torch.contiguous_format)
     if fresh.shape[0] == 0:
         return fresh.new_zeros(*lead, w.n)
+    if w.gemm and cpu_gemm.usable(w.n, tile):    # a prompt tile: every row alike at any row count too
+        return cpu_gemm.matmul(fresh, w.packed, w.sz, w.n, 2 if w.twice else 1).reshape(*lead, w.n)
     if fresh.shape[0] <= tile:
         return _mm(fresh, w).reshape(*lead, w.n)
     return torch.cat([_mm(t.clone(), w) for t in fresh.split(tile)]).reshape(*lead, w.n)

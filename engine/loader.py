@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from engine import layout
+from engine import cpu_gemm, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter
@@ -80,7 +80,7 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
         one = ", ".join(t for t, n in INT4_PARTS.items() if n == 1)
         two = ", ".join(t for t, n in INT4_PARTS.items() if n == 2)
         mode = f"CPU: int4 groups with bfloat16 scales where the type allows ({one}; {two} as two int4 parts), " \
-               "else dense bfloat16 (fast mode; --dtype float32 for the reference numerics)"
+               f"else dense bfloat16; {cpu_gemm.describe()} (fast mode; --dtype float32 for the reference numerics)"
     elif cpu:
         mode = f"CPU: dense {str(dtype).replace('torch.', '')} copies" + \
                (" (reference numerics)" if dtype == torch.float32 else "")

@@ -211,16 +211,18 @@ class QuantTensor:
         self._experts.clear()
         return True
 
-    def to_int4(self) -> bool:
+    def to_int4(self, gemm: bool = True) -> bool:
         """CPU fast mode: keep this matrix as int4 groups (engine.cpu_int4) instead of a dense copy;
-        False where the type or shape has no int4 form."""
+        False where the type or shape has no int4 form. gemm: its prompt tiles may run on engine.cpu_gemm
+        (Int4Weight.gemm; never an expert's)."""
         from engine import cpu_int4
 
         if len(self.shape) == 3 and self.device.type == "cpu" and cpu_int4.supports(self.qtype, self.shape[1:]):
-            return all(self.expert(e).to_int4() for e in range(self.shape[0]))      # each expert its own
+            return all(self.expert(e).to_int4(False) for e in range(self.shape[0]))     # each expert its own
         if self.device.type != "cpu" or not cpu_int4.supports(self.qtype, self.shape):
             return False
         self.int4 = cpu_int4.from_gguf(self.data, self.qtype, *self.shape)
+        self.int4.gemm = gemm
         return True
 
     def __repr__(self) -> str:

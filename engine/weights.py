@@ -127,7 +127,7 @@ class WeightLoader:
     def has(self, name: str) -> bool:
         return name in self.gf.tensors
 
-    def matrix(self, name: str, device, dense: bool = True, row: bool = False) -> QuantTensor:
+    def matrix(self, name: str, device, dense: bool = True, row: bool = False, gemm: bool = True) -> QuantTensor:
         """A weight matrix on `device`. On CPU (dense=True) its working form is made now, so load time
         is honest and the first window does not pay for it: in bfloat16 (the fast mode) int4 groups where
         the type allows (engine.cpu_int4), else a dequantized copy; on a GPU (dense=True) it is repacked
@@ -138,7 +138,7 @@ class WeightLoader:
             qt = QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
             if row:     # a [d] vector as a one-row matrix
                 qt = QuantTensor(qt.data, qt.qtype, (1, qt.shape[-1]), qt.compute_dtype)
-            if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4():
+            if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4(gemm):
                 self.gf.release(name)           # the file's pages of it leave resident memory
             elif dense and qt.device.type == "cpu":
                 for m in ([qt] if len(qt.shape) == 2 else [qt.expert(e) for e in range(qt.shape[0])]):
@@ -172,7 +172,7 @@ class WeightLoader:
             lw.bq, lw.bk, lw.bv = opt_v("attn_q.bias"), opt_v("attn_k.bias"), opt_v("attn_v.bias")
             lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
         if self.cfg.layer_is_moe(i):
-            lw.router = self.matrix(p + "ffn_gate_inp.weight", device)
+            lw.router = self.matrix(p + "ffn_gate_inp.weight", device, gemm=False)     # tiles of its real rows
             lw.gate_exps = self.matrix(p + "ffn_gate_exps.weight", device)
             lw.up_exps = self.matrix(p + "ffn_up_exps.weight", device)
             lw.down_exps = self.matrix(p + "ffn_down_exps.weight", device)
@@ -180,7 +180,7 @@ class WeightLoader:
             # the shared expert's gate as a one-row matrix: its product with a tile goes through the
             # row-invariant linear (on a GPU a torch matrix-vector product's bits depend on the row count)
             if self.has(p + "ffn_gate_inp_shexp.weight"):
-                lw.shexp_gate = self.matrix(p + "ffn_gate_inp_shexp.weight", device, row=True)
+                lw.shexp_gate = self.matrix(p + "ffn_gate_inp_shexp.weight", device, row=True, gemm=False)
             if self.cfg.shexp_ff:
                 lw.gate_shexp = self.matrix(p + "ffn_gate_shexp.weight", device)
                 lw.up_shexp = self.matrix(p + "ffn_up_shexp.weight", device)
@@ -219,7 +219,7 @@ class WeightLoader:
 
     def head(self, device) -> HeadWeights:
         name = "token_embd.weight" if self.cfg.tied_embeddings else "output.weight"
-        return HeadWeights(self.vector("output_norm.weight", device), self.matrix(name, device))
+        return HeadWeights(self.vector("output_norm.weight", device), self.matrix(name, device, gemm=False))
 
     def drafter(self, device) -> DrafterWeights | None:
         if self.cfg.n_mtp <= 0:
@@ -231,4 +231,5 @@ class WeightLoader:
             block=self.layer(i, device), eh_proj=self.matrix(p + "eh_proj.weight", device),
             enorm=self.vector(p + "enorm.weight", device), hnorm=self.vector(p + "hnorm.weight", device),
             head_norm=self.vector(p + "shared_head_norm.weight", device),
-            head=opt_m("shared_head_head.weight"), embed=opt_m("embed_tokens.weight"))
+            head=self.matrix(p + "shared_head_head.weight", device, gemm=False)
+            if self.has(p + "shared_head_head.weight") else None, embed=opt_m("embed_tokens.weight"))

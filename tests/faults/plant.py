@@ -37,6 +37,7 @@ EX = "tests/engine/test_exactness.py::"
 PK = "tests/engine/test_packed.py::"
 GK = "tests/engine/test_gpu_kernels.py::"
 DG = "tests/engine/test_dp4a_gemv.py::"
+GM = "tests/engine/test_cpu_gemm.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
 HY = "tests/engine/test_hybrid.py::"
 
@@ -259,6 +260,25 @@ FAULTS = [
     Fault("int4-second-part-dropped", "engine/cpu_int4.py",
           "torch.cat((x, x), 1) if w.twice else x", "torch.cat((x, 0 * x), 1) if w.twice else x",
           ["tests/engine/test_cpu_int4.py::test_int4_values_are_the_files_and_rows_do_not_depend_on_the_tile"]),
+    # the CPU prompt kernel (engine/native/int4_prompt_gemm.c): the nibbles of a byte read the wrong way
+    # round; a two-part matrix's second part scaled by the first part's group; the accumulators restarting
+    # at each k block; a tile's last rows (past the 6-row blocks) taking the k pairs in reverse order
+    Fault("prompt-gemm-nibbles-swapped", "engine/native/int4_prompt_gemm.c",
+          "const int high = c >= 32, at", "const int high = c < 32, at",
+          [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_0-576]"]),
+    Fault("prompt-gemm-second-part-group", "engine/native/int4_prompt_gemm.c",
+          "kk = p * K + k + h, g = kk / 32;", "kk = p * K + k + h, g = (k + h) / 32;",
+          [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q8_0-320]"]),
+    Fault("prompt-gemm-k-blocks-restart", "engine/native/int4_prompt_gemm.c",
+          "a[i][c] = i < mr ? _mm512_load_ps(acc + i * NB + c * 16) : _mm512_setzero_ps();",
+          "a[i][c] = _mm512_setzero_ps();",
+          [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q5_0-640]"]),
+    Fault("prompt-gemm-tail-rows-apart", "engine/native/int4_prompt_gemm.c",
+          "for (int64_t j = j0; j < j1; j++) {\n            const __m512bh *w = (const __m512bh *)(panel + j * NB);\n"
+          "            for (int i = 0; i < mr; i++)",
+          "for (int64_t jr = j0; jr < j1; jr++) {\n            const int64_t j = j0 + j1 - 1 - jr;\n"
+          "            const __m512bh *w = (const __m512bh *)(panel + j * NB);\n            for (int i = 0; i < mr; i++)",
+          [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
     # the GPU delta net kernel reading a row's previous state from its own position (not p - 1)
     Fault("gdn-rows-state-not-previous", "engine/kernels/gdn_rows.py",
           "((p - 1 + RING) % RING) * stride_sr", "((p + RING) % RING) * stride_sr",

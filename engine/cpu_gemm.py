@@ -1,0 +1,129 @@
+"""The CPU fast mode's prompt-tile kernel (engine/native/int4_prompt_gemm.c): int4 matrices in torch's packed
+layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot products.
+
+torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
+AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
+matrices (Q8_0, Q5_0, Q5_1) and 154-170 on one-part ones, this kernel 309-384. Decode tiles (a few rows)
+keep torch's kernel: there the weights' bytes, not the arithmetic, set the time.
+
+The weights it multiplies are the int4 kernel's values rounded to bfloat16 (as the activations already
+are), so prompt rows and decode rows see a matrix rounded differently; each kind always runs the same
+kernel, and this one gives a row the same bits at any row count and thread count, so the exactness rules
+hold as with torch's kernel.
+
+The shared object is built from the C source with the system's C compiler at first use (about half a second)
+into the user cache, keyed by a hash of the source; a bundled build next to the source is used where there
+is one (the installer's). No compiler, no AVX512-BF16, or STRATA_CPU_GEMM=0: torch's kernel runs instead.
+It is built with -fopenmp and loaded after torch, so its parallel loop runs on torch's OpenMP runtime and
+thread team (the process keeps one team per thread, engine/cpu_thread.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import platformdirs
+import torch
+
+SOURCE = Path(__file__).parent / "native" / "int4_prompt_gemm.c"
+BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
+MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
+
+_lib: ctypes.CDLL | None = None
+_why = ""
+_tried = False
+_lock = threading.Lock()
+
+
+def _library_path() -> Path:
+    bundled = SOURCE.with_suffix(".so")
+    if bundled.exists():
+        return bundled
+    tag = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("strata-studio")) / "native" / f"int4_prompt_gemm-{tag}.so"
+
+
+def _build(target: Path) -> None:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc or gcc) on PATH")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run([cc, "-O3", "-fPIC", "-shared", "-fopenmp", "-o", tmp, str(SOURCE)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{cc} failed: {done.stderr.strip()[-400:]}")
+        os.replace(tmp, target)          # another process building the same file at once is harmless
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load() -> ctypes.CDLL | None:
+    global _lib, _why, _tried
+    with _lock:
+        if _tried:
+            return _lib
+        _tried = True
+        if os.environ.get("STRATA_CPU_GEMM", "1") == "0":
+            _why = "off (STRATA_CPU_GEMM=0)"
+            return None
+        try:
+            path = _library_path()
+            if not path.exists():
+                _build(path)
+            lib = ctypes.CDLL(str(path))
+            if not lib.strata_int4_gemm_supported():
+                _why = "this CPU lacks AVX512-BF16"
+                return None
+            fn = lib.strata_int4_gemm
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            _lib = lib
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            _why = f"unavailable ({e})"
+            print(f"strata: the CPU prompt kernel is {_why}; torch's int4 kernel runs prompt tiles", file=sys.stderr)
+        return _lib
+
+
+def available() -> bool:
+    return _load() is not None
+
+
+def describe() -> str:
+    """For the effective configuration: which kernel runs prompt tiles."""
+    if available():
+        return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16)"
+    return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
+
+
+def usable(n: int, tile: int) -> bool:
+    """Whether a matrix of n rows multiplied on tiles of `tile` rows runs here (decided by the tile's size,
+    never by how many of its rows are real)."""
+    return tile >= MIN_TILE and n % BLOCK_N == 0 and available()
+
+
+def matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, parts: int,
+           f32: bool = False) -> torch.Tensor:
+    """bfloat16 x [M, K] (contiguous) @ W.T -> bfloat16 [M, n]; W in torch's int4 CPU layout, `parts` int4
+    parts side by side along K (the same x for both). f32: the float32 sums before their rounding (tests)."""
+    m, k = x.shape
+    if not (x.dtype == torch.bfloat16 and x.is_contiguous() and packed.is_contiguous() and sz.is_contiguous()):
+        raise ValueError("cpu_gemm.matmul needs contiguous bfloat16 x and contiguous weights")
+    if packed.numel() != n * k * parts // 2 or sz.shape != (k * parts // 32, n, 2):
+        raise ValueError(f"packed weights {tuple(packed.shape)}, {tuple(sz.shape)} do not fit n={n}, k={k}, parts={parts}")
+    y = torch.empty((m, n), dtype=torch.float32 if f32 else torch.bfloat16)
+    if m and _load().strata_int4_gemm(x.data_ptr(), m, k, packed.data_ptr(), sz.data_ptr(), n, parts,
+                                      y.data_ptr(), n, int(f32)) != 0:
+        raise MemoryError("the CPU prompt kernel could not allocate its panels")
+    return y

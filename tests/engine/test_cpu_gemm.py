@@ -1,0 +1,102 @@
+"""The CPU fast mode's prompt-tile kernel (engine.cpu_gemm, engine/native/int4_prompt_gemm.c).
+
+It must read torch's packed int4 layout right for every type the fast mode keeps (one part and two), give
+a row the same bits whatever the other rows, their count and the thread count, and be the kernel that
+prompt tiles (and only they) run on a machine that can build it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from gguf.constants import GGMLQuantizationType as QT
+
+from engine import cpu_gemm, cpu_int4
+from engine.quant import dequantize
+from tests.engine.test_cpu_int4 import blocks
+
+needs_kernel = pytest.mark.skipif(not cpu_gemm.available(), reason=f"the CPU prompt kernel: {cpu_gemm.describe()}")
+
+
+@needs_kernel
+@pytest.mark.parametrize("qt,k", [(QT.Q4_0, 576), (QT.Q4_1, 320), (QT.Q4_K, 512), (QT.Q8_0, 320), (QT.Q5_0, 640),
+                                  (QT.Q5_1, 96)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_prompt_kernel_reads_every_type_and_rows_stand_alone(qt, k):
+    n = 192                                           # three 64-column blocks
+    data = blocks(qt, n, k, 7)
+    w = cpu_int4.from_gguf(data, qt, n, k)
+    assert cpu_gemm.usable(w.n, 128) and not cpu_gemm.usable(w.n, 8) and not cpu_gemm.usable(48, 128)
+    x = torch.randn(45, k, generator=torch.Generator().manual_seed(8)).to(torch.bfloat16)
+    y = cpu_int4.linear(x, w, 128)
+    assert y.dtype == torch.bfloat16 and y.shape == (45, n)
+    exact = x.double() @ dequantize(data, qt, n * k).reshape(n, k).double().T
+    assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2          # the file's values, in bfloat16
+    torch_kernel = cpu_int4.linear(x, w, 8).double()                           # a decode tile: torch's kernel
+    assert ((y.double() - torch_kernel).norm() / exact.norm()).item() < 1e-2
+    # the float32 sums (before the rounding to bfloat16, which would hide most differences): every row the
+    # same bits in register blocks of 6 rows and in the tails, whatever the rows beside it
+    sums = lambda rows: cpu_gemm.matmul(rows.contiguous(), w.packed, w.sz, n, 2 if w.twice else 1, f32=True)  # noqa: E731
+    full = sums(x)
+    assert torch.equal(full.to(torch.bfloat16), y)
+    for a, b in ((0, 1), (5, 6), (6, 13), (1, 45), (38, 45)):
+        assert torch.equal(sums(x[a:b]), full[a:b]), (a, b)
+        assert torch.equal(cpu_int4.linear(x[a:b], w, 128), y[a:b]), (a, b)
+    other = torch.randn(45, k, generator=torch.Generator().manual_seed(9)).to(torch.bfloat16)
+    other[40] = x[2]
+    assert torch.equal(sums(other)[40], full[2])                             # other rows, other place
+
+
+@needs_kernel
+def test_prompt_kernel_bits_do_not_depend_on_threads_and_k_blocks():
+    """Columns split over threads by 64-column blocks; k past one cache block (256 pairs) goes through the
+    float32 scratch: the same bits on 1 thread and on 2, and a stacked q|k|v gives each matrix its own."""
+    k = 1536                                           # three k blocks of 256 pairs
+    ws = [cpu_int4.from_gguf(blocks(QT.Q4_K, n, k, n), QT.Q4_K, n, k) for n in (256, 64, 64)]
+    x = torch.randn(20, k, generator=torch.Generator().manual_seed(10)).to(torch.bfloat16)
+    alone = [cpu_int4.linear(x, w, 128) for w in ws]
+    sums = lambda w: cpu_gemm.matmul(x, w.packed, w.sz, w.n, 1, f32=True)     # noqa: E731
+    both = [sums(w) for w in ws]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = [sums(w) for w in ws]
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(both, one))
+    st = cpu_int4.Int4Stack(cpu_int4.stack(ws), [256, 64, 64])
+    assert st.weight.gemm
+    assert all(torch.equal(a, b) for a, b in zip(st.split_linear(x, 128, torch.bfloat16), alone))
+
+
+def test_off_switch_falls_back_to_torchs_kernel_and_says_so():
+    """STRATA_CPU_GEMM=0 (as where no compiler or AVX512-BF16 is found): prompt tiles run torch's kernel,
+    and the effective configuration names that."""
+    code = ("from engine import cpu_gemm; from engine.loader import weights_mode; import torch; "
+            "print(cpu_gemm.available(), cpu_gemm.usable(128, 128)); print(weights_mode(['cpu'], torch.bfloat16))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "STRATA_CPU_GEMM": "0"})
+    assert out.returncode == 0, out.stderr
+    first, mode = out.stdout.splitlines()
+    assert first == "False False"
+    assert "prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is off (STRATA_CPU_GEMM=0))" in mode
+
+
+@needs_kernel
+def test_default_model_prompt_tiles_run_the_kernel_and_the_head_does_not():
+    """On the real default model: the layers' matrices (and their q|k|v and gate|up stacks) take the
+    kernel on prompt tiles, the head (a few wanted rows of 49,152 columns) keeps torch's kernel."""
+    from engine.loader import load_model
+    from engine.messages import EngineConfig
+
+    m = load_model(EngineConfig(model="default", ctx=128))
+    try:
+        st = m.pipeline.stages[0]
+        lw = st.layers[0]
+        assert lw.wq.int4.gemm and lw.qkv.weight.gemm and lw.gate_up.weight.gemm and lw.w_down.int4.gemm
+        assert not st.head.output.int4.gemm
+        assert "prompt tiles on the AVX512-BF16 kernel" in m.effective.weights
+    finally:
+        m.pipeline.close()
