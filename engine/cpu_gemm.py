@@ -1,5 +1,6 @@
-"""The CPU fast mode's prompt-tile kernel (engine/native/int4_prompt_gemm.c): int4 matrices in torch's packed
-layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot products.
+"""The CPU fast mode's own kernels (engine/native/): the prompt-tile matmul (int4_prompt_gemm.c: int4 matrices
+in torch's packed layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot
+products) and the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks).
 
 torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
 AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
@@ -11,9 +12,14 @@ are), so prompt rows and decode rows see a matrix rounded differently; each kind
 kernel, and this one gives a row the same bits at any row count and thread count, so the exactness rules
 hold as with torch's kernel.
 
-The shared object is built from the C source with the system's C compiler at first use (about half a second)
-into the user cache, keyed by a hash of the source; a bundled build next to the source is used where there
-is one (the installer's). No compiler, no AVX512-BF16, or STRATA_CPU_GEMM=0: torch's kernel runs instead.
+A Q8_0 head (Gemma 3's tied embedding, the default model's) keeps the file's blocks: 1.0625 bytes a value
+against 1.25 as two int4 parts, and no copy (the file's mapped pages are the weights); its kernel gives each
+row's logits the same bits at any row and thread count, as torch's kernel does.
+
+The shared object is built from the C sources with the system's C compiler at first use (about a second)
+into the user cache, keyed by a hash of the sources; a bundled build next to them is used where there is
+one (the installer's). No compiler, no AVX512-BF16, or STRATA_CPU_GEMM=0: torch's kernel runs instead (and
+heads are int4 parts again).
 It is built with -fopenmp and loaded after torch, so its parallel loop runs on torch's OpenMP runtime and
 thread team (the process keeps one team per thread, engine/cpu_thread.py).
 """
@@ -32,7 +38,8 @@ from pathlib import Path
 import platformdirs
 import torch
 
-SOURCE = Path(__file__).parent / "native" / "int4_prompt_gemm.c"
+NATIVE = Path(__file__).parent / "native"
+SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 
@@ -43,11 +50,11 @@ _lock = threading.Lock()
 
 
 def _library_path() -> Path:
-    bundled = SOURCE.with_suffix(".so")
+    bundled = NATIVE / "strata_cpu.so"
     if bundled.exists():
         return bundled
-    tag = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    return Path(platformdirs.user_cache_dir("strata-studio")) / "native" / f"int4_prompt_gemm-{tag}.so"
+    tag = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("strata-studio")) / "native" / f"strata_cpu-{tag}.so"
 
 
 def _build(target: Path) -> None:
@@ -58,7 +65,7 @@ def _build(target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([cc, "-O3", "-fPIC", "-shared", "-fopenmp", "-o", tmp, str(SOURCE)],
+        done = subprocess.run([cc, "-O3", "-fPIC", "-shared", "-fopenmp", "-o", tmp, *map(str, SOURCES)],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{cc} failed: {done.stderr.strip()[-400:]}")
@@ -89,10 +96,14 @@ def _load() -> ctypes.CDLL | None:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
             fn.restype = ctypes.c_int
+            fn = lib.strata_q8_0_matmul
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_void_p]
+            fn.restype = ctypes.c_int
             _lib = lib
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             _why = f"unavailable ({e})"
-            print(f"strata: the CPU prompt kernel is {_why}; torch's int4 kernel runs prompt tiles", file=sys.stderr)
+            print(f"strata: the CPU kernels are {_why}; torch's int4 kernel runs instead", file=sys.stderr)
         return _lib
 
 
@@ -103,7 +114,7 @@ def available() -> bool:
 def describe() -> str:
     """For the effective configuration: which kernel runs prompt tiles."""
     if available():
-        return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16)"
+        return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16), a Q8_0 head as the file's blocks"
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 
 
@@ -126,4 +137,25 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, part
     if m and _load().strata_int4_gemm(x.data_ptr(), m, k, packed.data_ptr(), sz.data_ptr(), n, parts,
                                       y.data_ptr(), n, int(f32)) != 0:
         raise MemoryError("the CPU prompt kernel could not allocate its panels")
+    return y
+
+
+Q8_0 = 8                        # GGMLQuantizationType.Q8_0
+Q8_BLOCK = 34                   # bytes of 32 values: a float16 scale and 32 codes
+
+
+def q8_head(qtype, shape: tuple[int, ...]) -> bool:
+    """Whether a head of this type and shape keeps the file's Q8_0 blocks (q8_matmul) in the fast mode."""
+    return int(qtype) == Q8_0 and len(shape) == 2 and shape[-1] % 32 == 0 and available()
+
+
+def q8_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
+    """x [M, K] @ W.T -> float32 [M, n]; W [n, K] as GGUF Q8_0 blocks (bytes, contiguous)."""
+    x = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
+    m, k = x.shape
+    if blocks.numel() != n * (k // 32) * Q8_BLOCK or not blocks.is_contiguous():
+        raise ValueError(f"Q8_0 blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
+    y = torch.empty((m, n), dtype=torch.float32)
+    if m and _load().strata_q8_0_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
+        raise MemoryError("the CPU Q8_0 head kernel could not allocate its float32 rows")
     return y

@@ -174,7 +174,11 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
     embd = 0 if on_cpu else gpu_matrix_bytes(gf.tensors["token_embd.weight"])   # CPU: rows read from the mapped file
-    head = cpu_matrix_bytes(head_t, dense, fast) if on_cpu else gpu_matrix_bytes(head_t)
+    if on_cpu:      # a Q8_0 head in the fast mode: the file's blocks (engine.cpu_gemm.q8_head)
+        head = head_t.nbytes if fast and cpu_gemm.q8_head(head_t.qtype, head_t.torch_shape) else \
+            cpu_matrix_bytes(head_t, dense, fast)
+    else:
+        head = gpu_matrix_bytes(head_t)
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
         depth = plan.depth(pipelined=len(groups) > 1) if plan.mtp else 0

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine import quant_iquants as iq, quant_kquants as kq
+from engine import cpu_gemm, quant_iquants as iq, quant_kquants as kq
 from engine.errors import EngineError
 from engine.quant_kquants import bit_planes, f16_field
 
@@ -161,6 +161,7 @@ class QuantTensor:
         self.data = data.reshape(-1, self.shape[-1] // block * type_size)
         self.packed = None              # engine.kernels.packed.Packed once repacked for a GPU (then data is None)
         self.int4 = None                # engine.cpu_int4.Int4Weight: the CPU fast mode's form
+        self.q8 = False                 # the fast mode's Q8_0 head: data (the file's blocks) is its form
         self._dense: torch.Tensor | None = None
         self._experts: dict[int, QuantTensor] = {}
 
@@ -211,16 +212,20 @@ class QuantTensor:
         self._experts.clear()
         return True
 
-    def to_int4(self, gemm: bool = True) -> bool:
+    def to_int4(self, gemm: bool = True, head: bool = False) -> bool:
         """CPU fast mode: keep this matrix as int4 groups (engine.cpu_int4) instead of a dense copy;
         False where the type or shape has no int4 form. gemm: its prompt tiles may run on engine.cpu_gemm
-        (Int4Weight.gemm; never an expert's)."""
+        (Int4Weight.gemm; never an expert's). head: a Q8_0 head keeps the file's blocks where
+        engine.cpu_gemm's kernel runs (QuantTensor.q8)."""
         from engine import cpu_int4
 
         if len(self.shape) == 3 and self.device.type == "cpu" and cpu_int4.supports(self.qtype, self.shape[1:]):
             return all(self.expert(e).to_int4(False) for e in range(self.shape[0]))     # each expert its own
         if self.device.type != "cpu" or not cpu_int4.supports(self.qtype, self.shape):
             return False
+        if head and cpu_gemm.q8_head(self.qtype, self.shape):
+            self.q8 = True
+            return True
         self.int4 = cpu_int4.from_gguf(self.data, self.qtype, *self.shape)
         self.int4.gemm = gemm
         return True
@@ -261,6 +266,8 @@ class QuantTensor:
             raise ValueError(f"linear needs a 2-D weight, this one is {self.shape}")
         if self.device.type == "cuda":
             return self.triton_linear(x, n_dev)
+        if self.q8:
+            return cpu_gemm.q8_matmul(x, self.data, self.shape[0]).reshape(*x.shape[:-1], -1).to(self.compute_dtype)
         if self.int4 is not None:
             from engine import cpu_int4
 

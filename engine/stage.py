@@ -67,7 +67,7 @@ class Stage:
         kernel gives a row the same bits at any row count), the head int4 too; in a decode tile (Tile.per_row)
         a dense matrix (a type without an int4 form: Q6_K's scales per 16 values) and the attention run
         each row alone. The reference mode (a dense head) keeps one decode row per tile."""
-        head = self.head is None or self.head.output.int4 is not None
+        head = self.head is None or self.head.output.int4 is not None or self.head.output.q8
         return self.row_count_free and head and any(
             isinstance(m, QuantTensor) and m.int4 is not None for lw in self.layers for m in vars(lw).values())
 
@@ -184,7 +184,7 @@ def layer_weight_bytes(lw) -> int:
 def resident_bytes(t) -> int:
     if isinstance(t, torch.Tensor):
         return t.numel() * t.element_size()
-    if t.data is not None and t.device.type == "cpu" and t._dense is None and t.int4 is None and not t._experts:
+    if t.data is not None and t.device.type == "cpu" and t._dense is None and t.int4 is None and not t.q8 and not t._experts:
         return 0                                  # the file's mapped bytes, no form of its own
     parts = [t, *t._experts.values()]
     dense = sum(p._dense.numel() * p._dense.element_size() for p in parts if p._dense is not None)

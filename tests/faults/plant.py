@@ -279,6 +279,14 @@ FAULTS = [
           "for (int64_t jr = j0; jr < j1; jr++) {\n            const int64_t j = j0 + j1 - 1 - jr;\n"
           "            const __m512bh *w = (const __m512bh *)(panel + j * NB);\n            for (int i = 0; i < mr; i++)",
           [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
+    # the CPU Q8_0 head kernel (engine/native/q8_0_rows.c): a block's second 16 codes read from its first;
+    # every row of a 4-row pass reading the pass's first row of x
+    Fault("q8-head-second-half-codes", "engine/native/q8_0_rows.c",
+          "_mm_loadu_si128((const __m128i *)(blk + 18))", "_mm_loadu_si128((const __m128i *)(blk + 2))",
+          [GM + "test_q8_0_head_kernel_is_exact_and_rows_stand_alone"]),
+    Fault("q8-head-rows-of-a-pass-share-x", "engine/native/q8_0_rows.c",
+          "const float *xr = xf + (m0 + i) * K + b * QK;", "const float *xr = xf + m0 * K + b * QK;",
+          [GM + "test_q8_0_head_kernel_is_exact_and_rows_stand_alone"]),
     # the GPU delta net kernel reading a row's previous state from its own position (not p - 1)
     Fault("gdn-rows-state-not-previous", "engine/kernels/gdn_rows.py",
           "((p - 1 + RING) % RING) * stride_sr", "((p + RING) % RING) * stride_sr",
