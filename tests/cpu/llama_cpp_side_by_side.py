@@ -32,8 +32,9 @@ def main() -> int:
     n_prompt = int(sys.argv[3]) if len(sys.argv) > 3 else 100
     n_decode = int(sys.argv[4]) if len(sys.argv) > 4 else 64
     t0 = time.perf_counter()
-    llm = llama_cpp.Llama(model, n_ctx=n_prompt + n_decode + 8, n_threads=threads, n_threads_batch=threads,
-                          n_batch=512, verbose=False)
+    n_ctx = n_prompt + n_decode + 8             # n_batch as large: its logits buffer holds n_batch rows
+    llm = llama_cpp.Llama(model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                          n_batch=max(512, n_ctx), verbose=False)
     load = time.perf_counter() - t0
     words = ("the quick brown fox jumps over a lazy dog while seven small birds sing " * 200).encode()
     prompt = llm.tokenize(words, add_bos=True)[:n_prompt]
