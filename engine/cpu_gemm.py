@@ -37,6 +37,7 @@ from pathlib import Path
 
 import platformdirs
 import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
 SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c"]
@@ -112,7 +113,7 @@ def available() -> bool:
 
 
 def describe() -> str:
-    """For the effective configuration: which kernel runs prompt tiles."""
+    """For the effective configuration: which kernels run prompt tiles and a Q8_0 head."""
     if available():
         return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16), a Q8_0 head as the file's blocks"
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
@@ -140,20 +141,16 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, part
     return y
 
 
-Q8_0 = 8                        # GGMLQuantizationType.Q8_0
-Q8_BLOCK = 34                   # bytes of 32 values: a float16 scale and 32 codes
-
-
 def q8_head(qtype, shape: tuple[int, ...]) -> bool:
     """Whether a head of this type and shape keeps the file's Q8_0 blocks (q8_matmul) in the fast mode."""
-    return int(qtype) == Q8_0 and len(shape) == 2 and shape[-1] % 32 == 0 and available()
+    return QT(qtype) == QT.Q8_0 and len(shape) == 2 and shape[-1] % 32 == 0 and available()
 
 
 def q8_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
     """x [M, K] @ W.T -> float32 [M, n]; W [n, K] as GGUF Q8_0 blocks (bytes, contiguous)."""
     x = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
     m, k = x.shape
-    if blocks.numel() != n * (k // 32) * Q8_BLOCK or not blocks.is_contiguous():
+    if blocks.numel() != n * (k // 32) * GGML_QUANT_SIZES[QT.Q8_0][1] or not blocks.is_contiguous():
         raise ValueError(f"Q8_0 blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
     y = torch.empty((m, n), dtype=torch.float32)
     if m and _load().strata_q8_0_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:

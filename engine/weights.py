@@ -228,10 +228,9 @@ class WeightLoader:
             return None
         i = self.cfg.n_layers
         p = f"blk.{i}.nextn."
-        opt_m = lambda n: self.matrix(p + n, device) if self.has(p + n) else None  # noqa: E731
+        opt_m = lambda n, **kw: self.matrix(p + n, device, **kw) if self.has(p + n) else None  # noqa: E731
         return DrafterWeights(
             block=self.layer(i, device), eh_proj=self.matrix(p + "eh_proj.weight", device),
             enorm=self.vector(p + "enorm.weight", device), hnorm=self.vector(p + "hnorm.weight", device),
             head_norm=self.vector(p + "shared_head_norm.weight", device),
-            head=self.matrix(p + "shared_head_head.weight", device, gemm=False, head=True)
-            if self.has(p + "shared_head_head.weight") else None, embed=opt_m("embed_tokens.weight"))
+            head=opt_m("shared_head_head.weight", gemm=False, head=True), embed=opt_m("embed_tokens.weight"))

@@ -44,10 +44,10 @@ static inline float bf16_to_f32(uint16_t v) {
     return f;
 }
 
-/* Per thread: the panel [K/2][64] (two bfloat16 each) and the block's group scales/zeros as float32. */
+/* Per thread: the panel [K/2][64] (two bfloat16 each), then the block's group scales/zeros as float32
+ * followed by the rows' float32 sums [M][64]. */
 static __thread uint32_t *t_panel;
 static __thread float *t_sz;
-static __thread float *t_acc;
 static __thread size_t t_panel_cap, t_sz_cap;
 
 static int reserve(void **p, size_t *cap, size_t bytes) {
@@ -144,19 +144,19 @@ TARGET int strata_int4_gemm(const uint16_t *x, int64_t M, int64_t K, const uint8
             failed = 1;
             continue;
         }
-        t_acc = t_sz + G * 2 * NB;
+        float *acc = t_sz + G * 2 * NB;
         dequant_block(packed, sz, N, K, parts, b, t_panel, t_sz);
-        memset(t_acc, 0, (size_t)M * NB * 4);
+        memset(acc, 0, (size_t)M * NB * 4);
         for (int64_t j0 = 0; j0 < pairs; j0 += KB) {
             const int64_t j1 = j0 + KB < pairs ? j0 + KB : pairs;
             for (int64_t r = 0; r < M; r += MR) {
                 const int mr = M - r < MR ? (int)(M - r) : MR;
-                rows_block((const uint32_t *)(x + r * K), K / 2, mr, t_panel, j0, j1, t_acc + r * NB);
+                rows_block((const uint32_t *)(x + r * K), K / 2, mr, t_panel, j0, j1, acc + r * NB);
             }
         }
         for (int64_t r = 0; r < M; r++)
             for (int c = 0; c < NB; c += 16) {
-                __m512 v = _mm512_load_ps(t_acc + r * NB + c);
+                __m512 v = _mm512_load_ps(acc + r * NB + c);
                 if (f32)
                     _mm512_storeu_ps((float *)y + r * ldy + b * NB + c, v);
                 else

@@ -1,8 +1,10 @@
-"""The CPU fast mode's prompt-tile kernel (engine.cpu_gemm, engine/native/int4_prompt_gemm.c).
+"""The CPU fast mode's own kernels (engine.cpu_gemm): the prompt-tile kernel (engine/native/int4_prompt_gemm.c)
+and the Q8_0 head kernel (engine/native/q8_0_rows.c).
 
-It must read torch's packed int4 layout right for every type the fast mode keeps (one part and two), give
-a row the same bits whatever the other rows, their count and the thread count, and be the kernel that
-prompt tiles (and only they) run on a machine that can build it."""
+The prompt kernel must read torch's packed int4 layout right for every type the fast mode keeps (one part
+and two), give a row the same bits whatever the other rows, their count and the thread count, and be the
+kernel that prompt tiles (and only they) run on a machine that can build it; the head kernel likewise on the
+file's Q8_0 blocks."""
 from __future__ import annotations
 
 import os
