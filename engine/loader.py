@@ -14,7 +14,8 @@ import torch
 from engine import cpu_gemm, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
-from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter
+from engine.draft_guard import guard_mode
+from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
@@ -194,8 +195,12 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     # and the tile's widest activations (float32)
     ff = max(cfg.n_ff, cfg.shexp_ff, cfg.n_embd)
     work = 0 if on_cpu else max(2 * ff, cfg.vocab_size) * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
+    # the drafter's ring of paused positions (engine.draft_guard guards a lone GPU stage with one group)
+    ring = 0
+    if plan.follows and len(devices) == 1 and not on_cpu and len(groups) == 1 and guard_mode() != "0":
+        ring = ring_rows(ctx, config.parallel, cfg.n_embd) * (config.parallel + 1) * cfg.n_embd * 4
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
-            + (head + (drafter + cache[-1] if plan.mtp else 0) if k == last else 0)
+            + (head + (drafter + cache[-1] + ring if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]
     layout.check_fits(need, devices)
     return starts

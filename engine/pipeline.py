@@ -132,6 +132,7 @@ class Rows:
     successor: tuple | None = None       # (rows, finish, future) queued on this window, not launched yet
     pre: tuple | None = None             # (y, made, marks): launched early, while its feeding window finished
     decode_from: int = 0                 # the padded index where the decode rows' tiles begin
+    keep: Callable | None = None         # keep(hidden): called on the last stage before a successor is queued
 
     @classmethod
     def build(cls, tokens: list[int], slots: list[int], positions: list[int], sizes: TileSizes,
@@ -309,6 +310,8 @@ class Pipeline:
                     self.executors[k + 1].submit(self._run_stage, k + 1, rows, y, ev, finish, fut)
                 else:
                     hidden = rows_at(y, rows.index)
+                    if rows.keep is not None:         # (a chained successor overwrites a graph's y)
+                        rows.keep(hidden)
                     logits_of = WindowLogits(lambda idx: self._logits(stage, rows, y, idx, made))
                     nxt = None
                     if self.chain and rows.pick_idx is not None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
 from engine.draft_guard import DraftGuard, guard_mode
-from engine.drafts import DraftPlan
+from engine.drafts import DraftPlan, ring_rows
+from engine.graphs import rows_at
 from engine.pipeline import Pipeline, Rows
 from engine.sampling import argmax_pick, has_penalties
 from engine.sequence import Sequence
@@ -43,6 +44,8 @@ class Slot:
     proposals: list[int] = field(default_factory=list)
     in_flight: int = 0                              # windows in flight with rows of this slot
     ring_pos: list[int] = field(default_factory=list)   # hybrid models: the position each state ring row holds
+    drafted: int = 0                                # the MTP drafter's KV holds positions below this one
+    kept_at: list[int] = field(default_factory=list)    # the position each row of the drafter's ring holds
 
     @property
     def reading(self) -> bool:
@@ -57,6 +60,7 @@ class InFlight:
     seqs: dict                                      # slot -> the sequence its rows were built for
     rows: Rows
     chained: bool = False                           # a chained window is queued on this one's picks
+    followed: bool = False                          # the drafter caught up on this window's rows
 
 
 class Scheduler:
@@ -73,6 +77,10 @@ class Scheduler:
         self.inflight: deque[InFlight] = deque()
         mode = guard_mode()
         self.guard = DraftGuard(len(groups) == 1 and (mode == "1" or (mode == "auto" and pipeline.chain)))
+        if self.guard.enabled and drafter is not None and plan.follows:   # paused windows' hidden states
+            drafter.keep_ring(ring_rows(ctx, drafter.n_slots, drafter.cfg.n_embd))
+            for s in self.slots:
+                s.kept_at = [-1] * drafter.ring_n
 
     # ------------------------------------------------------------------ requests
     def add(self, seq: Sequence) -> None:
@@ -125,6 +133,7 @@ class Scheduler:
             prefix = {s.index: self._reuse(s, max(0, _common_prefix(s.cached_tokens, seq.tokens) - 1)) for s in free}
             slot = max(free, key=lambda s: (prefix[s.index], -busy[s.group]))
             slot.seq, slot.n_cached, slot.proposals = seq, prefix[slot.index], []
+            slot.drafted = min(slot.drafted, slot.n_cached)
             slot.cached_tokens = slot.cached_tokens[:slot.n_cached]
             seq.stats.cached, seq.stats.t_start = slot.n_cached, time.monotonic()
             self.stats.admitted(seq, self.emit)
@@ -214,9 +223,39 @@ class Scheduler:
         if self._chains(depth) and all(self._device_decode(sr, seqs[sr.slot]) for sr in parts):
             rows.pick_idx = [sr.start for sr in parts]      # one row per slot: its pick feeds a chained window
             rows.pick_params = self._pick_params(parts, seqs)
-        follow = self._follows()
-        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of, follow))
-        self.inflight.append(InFlight(g, fut, parts, seqs, rows))
+        # the drafter follows while drafts run, and while the guard pauses them on windows that cannot chain
+        # anyway (prompt chunks, ...); a paused window that chains leaves its rows' hidden states in the ring
+        follow = self.drafter is not None and self.plan.follows and (self.guard.drafting or rows.pick_idx is None)
+        gaps = self._gaps(parts, seqs) if follow else None
+        if not follow:
+            self._keep(rows, parts)
+        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of, follow,
+                                                                            gaps))
+        self.inflight.append(InFlight(g, fut, parts, seqs, rows, followed=follow))
+
+    def _gaps(self, parts: list[SlotRows], seqs: dict) -> list | None:
+        """Each slot's positions before the window that the drafter missed and its ring still holds:
+        (slot, positions, the token after each), for MtpDrafter.catch_up."""
+        out = []
+        for sr in parts:
+            s, a = self.slots[sr.slot], sr.first_pos
+            while a > s.drafted and s.kept_at and s.kept_at[(a - 1) % len(s.kept_at)] == a - 1:
+                a -= 1
+            if a < sr.first_pos:
+                out.append((sr.slot, list(range(a, sr.first_pos)), seqs[sr.slot].tokens[a + 1:sr.first_pos + 1]))
+        return out or None
+
+    def _keep(self, rows: Rows, parts: list[SlotRows]) -> None:
+        """A window the drafter does not follow: its decode rows' hidden states go to the drafter's ring."""
+        if self.drafter is None or self.drafter.ring is None:
+            return
+        keep = [(sr.start, sr.slot, sr.first_pos + j) for sr in parts if sr.decoding for j in range(sr.n_rows)]
+        if keep:
+            idx, slots, pos = (list(c) for c in zip(*keep))
+            for sl, p in zip(slots, pos):
+                ring = self.slots[sl].kept_at
+                ring[p % len(ring)] = p
+            rows.keep = lambda hidden: self.drafter.remember(rows_at(hidden, idx), slots, pos)
 
     def _chains(self, depth: int) -> bool:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
@@ -266,12 +305,14 @@ class Scheduler:
         rows.pick_idx = list(range(len(parts)))
         seqs = dict(w.seqs)
         rows.pick_params = self._pick_params(parts, seqs)
+        self._keep(rows, parts)
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of, False),
                                    feed=w.rows)
         self.inflight.append(InFlight(w.group, fut, parts, seqs, rows))
 
-    def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of, follow: bool):
-        """Runs on the last stage's thread: verdicts, then (follow) the drafter's catch-up and next proposals."""
+    def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of, follow: bool, gaps=None):
+        """Runs on the last stage's thread: verdicts, then (follow) the drafter's catch-up (first on the
+        positions it missed: gaps) and next proposals."""
         want = [r for sr in parts for r in sr.pick_rows]
         logits = logits_of(want)
         verdicts = window_verdicts(parts, logits, [seqs[sr.slot].params for sr in parts],
@@ -279,7 +320,7 @@ class Scheduler:
                                    lambda: logits_of.made_picks(want))   # a chaining window's picks: made already
         proposals = {}
         if follow:
-            proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p)
+            proposals = self.drafter.advance(parts, verdicts, seqs, hidden, depth, self.plan.min_p, gaps)
         return verdicts, proposals
 
     def _commit(self, w: InFlight, result) -> None:
@@ -295,6 +336,8 @@ class Scheduler:
             if seq is None or seq is not w.seqs[sr.slot]:
                 continue            # a chained row past the end of a sequence that ended in the window before
             s.n_cached = sr.first_pos + v.n_valid_rows
+            if w.followed:
+                s.drafted = s.n_cached
             read_to = min(sr.first_pos + sr.n_base, seq.prompt_len)
             if read_to > sr.first_pos:
                 self.stats.prompt_read(seq, read_to - sr.first_pos, read_to, self.emit)

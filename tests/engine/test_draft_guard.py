@@ -4,6 +4,7 @@ CPU stage, STRATA_CHAIN=1) whose clock makes a draft window cost what the GPU's 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from app.local_engine import local_client
 from app.run_requests import run_together
@@ -135,3 +136,48 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     assert 0 < got.done.drafts_offered < 2 * 60  # drafts ran in the measured spans only
     assert advanced[0] < got.done.windows        # and the drafter skipped the paused windows
     assert tel is not None and tel.drafts_paused_total >= 8
+
+
+def _drafter_kv(monkeypatch, model: str, script, ring: bool):
+    """Tokens and the drafter's keys at slot 0 after one request at --spec 3 on chained windows (the
+    CPU stage forced to chain), the guard drafting in the windows where script(window) is true."""
+    class Scripted(DraftGuard):
+        def __init__(self, enabled, clock=None):
+            super().__init__(enabled)
+            self.n = 0
+            self.drafting = script(0)
+
+        def committed(self, tokens, all_decoding, n_active, drafts_on=True):
+            self.n += 1
+            self.drafting = script(self.n)
+            if not self.drafting:
+                self.paused_windows += 1
+    monkeypatch.setattr(scheduler, "DraftGuard", Scripted)
+    if not ring:
+        monkeypatch.setattr(scheduler, "ring_rows", lambda *a: 0)
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
+    reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=48))]
+    devices = "cuda:0" if torch.cuda.is_available() else "cpu"
+    with local_client(EngineConfig(model=model, devices=devices, parallel=1, spec=3)) as eng:
+        got = run_together(eng, reqs)["a"]
+        k = eng.transport.core.model.drafter.k[0].float().cpu()
+    return got, k
+
+
+def test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions(synthetic, monkeypatch):
+    """Windows the guard pauses chain without the drafter; their hidden states wait in the drafter's ring,
+    and the first window with drafts again runs the drafter over them first: its keys at the paused
+    positions are those of a drafter that followed every window (not zeros), and the tokens are the same."""
+    model = str(synthetic("llama", mtp=1))
+    every, k_every = _drafter_kv(monkeypatch, model, lambda n: True, ring=True)
+    script = lambda n: n < 3 or n >= 25            # noqa: E731 - drafts, a pause of 22 windows, drafts again
+    resumed, k_resumed = _drafter_kv(monkeypatch, model, script, ring=True)
+    _, k_holes = _drafter_kv(monkeypatch, model, script, ring=False)
+    assert resumed.tokens == every.tokens
+    n = resumed.done.prompt_tokens + 40                 # positions both drafters saw
+    paused = [p for p in range(n) if k_holes[p].abs().sum() == 0]
+    assert len(paused) >= 15                             # the pause left that many holes without the ring
+    err = (k_resumed[:n] - k_every[:n]).norm() / k_every[:n].norm()
+    assert err < 0.05, err                               # (a GPU's catch-up rows run in other tiles)
+    assert all(k_resumed[p].abs().sum() > 0 for p in paused)

@@ -210,6 +210,17 @@ FAULTS = [
           "return self.drafter is not None and self.plan.follows and self.guard.drafting",
           "return self.drafter is not None and self.plan.follows",
           ["tests/engine/test_draft_guard.py::test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
+    # drafts resumed after a pause without the drafter catching up on the paused positions (its KV holes)
+    Fault("guard-resume-skips-gap", "engine/scheduler.py",
+          "gaps = self._gaps(parts, seqs) if follow else None", "gaps = None",
+          ["tests/engine/test_draft_guard.py::"
+           "test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions"]),
+    # the ring keeping a paused row's hidden state at the next position's row
+    Fault("drafter-ring-off-by-one", "engine/drafts.py",
+          "at = [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]",
+          "at = [s * self.ring_n + (p + 1) % self.ring_n for s, p in zip(slots, pos)]",
+          ["tests/engine/test_draft_guard.py::"
+           "test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
     Fault("drafter-follows-without-drafts", "engine/drafts.py",
           "return self.mtp and (self.spec > 1 or self.piped > 0)",
