@@ -40,7 +40,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
-SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c"]
+SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 
@@ -101,6 +101,10 @@ def _load() -> ctypes.CDLL | None:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                            ctypes.c_void_p]
             fn.restype = ctypes.c_int
+            fn = lib.strata_rms_norm
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_float]
+            fn.restype = ctypes.c_int
             _lib = lib
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             _why = f"unavailable ({e})"
@@ -138,6 +142,19 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, part
     if m and _load().strata_int4_gemm(x.data_ptr(), m, k, packed.data_ptr(), sz.data_ptr(), n, parts,
                                       y.data_ptr(), n, int(f32)) != 0:
         raise MemoryError("the CPU prompt kernel could not allocate its panels")
+    return y
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor | None:
+    """RMSNorm of x's rows (float32 out) on rows_norm.c, or None where it does not run (no library, a
+    tensor autograd follows, w not float32 of x's last size): the caller's torch path then."""
+    if (x.requires_grad or w.requires_grad or w.dtype != torch.float32 or w.dim() != 1
+            or w.shape[0] != x.shape[-1] or not w.is_contiguous() or _load() is None):
+        return None
+    x = x.float().contiguous()
+    y = torch.empty_like(x)
+    if x.numel():
+        _lib.strata_rms_norm(x.data_ptr(), w.data_ptr(), y.data_ptr(), x.numel() // x.shape[-1], x.shape[-1], eps)
     return y
 
 

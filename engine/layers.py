@@ -13,6 +13,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from engine import cpu_gemm
+
 # CPU tiles of several rows walk the keys in blocks of a fixed grid: KEY_BLOCK keys from position 0, each
 # next block as long as its start (no shorter than KEY_BLOCK, no longer than LONG_BLOCK): 0, 128, 256, 512,
 # 1024, 1536, ... A block past a row's position, or before its window, is an exact no-op for it, so a row's
@@ -43,7 +45,8 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, gpu_dtype: torch.dtyp
         from engine.kernels.fused import rms_norm as fused_rms_norm
 
         return fused_rms_norm(x, w, eps, gpu_dtype)
-    return torch_rms_norm(x, w, eps)
+    y = cpu_gemm.rms_norm(x, w, eps) if x.device.type == "cpu" else None     # one call (engine/native)
+    return y if y is not None else torch_rms_norm(x, w, eps)
 
 
 def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

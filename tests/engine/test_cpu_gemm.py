@@ -1,5 +1,5 @@
-"""The CPU fast mode's own kernels (engine.cpu_gemm): the prompt-tile kernel (engine/native/int4_prompt_gemm.c)
-and the Q8_0 head kernel (engine/native/q8_0_rows.c).
+"""The CPU fast mode's own kernels (engine.cpu_gemm): the prompt-tile kernel (engine/native/int4_prompt_gemm.c),
+the Q8_0 head kernel (engine/native/q8_0_rows.c) and the CPU stages' RMSNorm (engine/native/rows_norm.c).
 
 The prompt kernel must read torch's packed int4 layout right for every type the fast mode keeps (one part
 and two), give a row the same bits whatever the other rows, their count and the thread count, and be the
@@ -15,7 +15,7 @@ import pytest
 import torch
 from gguf.constants import GGMLQuantizationType as QT
 
-from engine import cpu_gemm, cpu_int4
+from engine import cpu_gemm, cpu_int4, layers
 from engine.quant import dequantize
 from tests.engine.test_cpu_int4 import blocks
 
@@ -71,6 +71,32 @@ def test_prompt_kernel_bits_do_not_depend_on_threads_and_k_blocks():
     st = cpu_int4.Int4Stack(cpu_int4.stack(ws), [256, 64, 64])
     assert st.weight.gemm
     assert all(torch.equal(a, b) for a, b in zip(st.split_linear(x, 128, torch.bfloat16), alone))
+
+
+@needs_kernel
+def test_rms_norm_kernel_matches_torch_and_rows_stand_alone():
+    """engine.layers.rms_norm on a CPU runs rows_norm.c: torch's values to float32 rounding (widths with a
+    tail past 16 lanes too, and heads of a [T, H, hd] tensor), a row's bits the same alone, in a tile of 128
+    rows and on one thread; a tensor autograd follows keeps torch's path."""
+    g = torch.Generator().manual_seed(3)
+    for shape in [(1, 640), (128, 640), (40, 4, 256), (7, 17), (3, 2, 64)]:
+        x = torch.randn(*shape, generator=g) * 3
+        w = torch.randn(shape[-1], generator=g)
+        y, ref = layers.rms_norm(x, w, 1e-6), layers.torch_rms_norm(x, w, 1e-6)
+        assert y.dtype == torch.float32 and y.shape == x.shape
+        assert (y - ref).abs().max() <= 2e-6 * ref.abs().max(), shape
+        flat, rows = x.reshape(-1, shape[-1]), y.reshape(-1, shape[-1])
+        last = flat.shape[0] - 1
+        assert torch.equal(layers.rms_norm(flat[last:], w, 1e-6), rows[last:])
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            assert torch.equal(layers.rms_norm(x, w, 1e-6), y)
+        finally:
+            torch.set_num_threads(threads)
+    x = torch.randn(4, 64, generator=g)
+    w = torch.randn(64, generator=g, requires_grad=True)
+    assert cpu_gemm.rms_norm(x, w, 1e-6) is None and layers.rms_norm(x, w, 1e-6).requires_grad
 
 
 def test_off_switch_falls_back_to_torchs_kernel_and_says_so():

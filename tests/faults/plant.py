@@ -292,6 +292,14 @@ FAULTS = [
           [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
     # the CPU Q8_0 head kernel (engine/native/q8_0_rows.c): a block's second 16 codes read from its first;
     # every row of a 4-row pass reading the pass's first row of x
+    # the CPU RMSNorm leaving out a row's values past its last 16 lanes, or dividing by one value fewer
+    Fault("rms-norm-drops-tail", "engine/native/rows_norm.c",
+          "        __m512 v = _mm512_maskz_loadu_ps(m, x + i);\n        acc = _mm512_fmadd_ps(v, v, acc);",
+          "        __m512 v = _mm512_maskz_loadu_ps(m, x + i);\n        (void)v;",
+          [GM + "test_rms_norm_kernel_matches_torch_and_rows_stand_alone"]),
+    Fault("rms-norm-mean-off", "engine/native/rows_norm.c",
+          "lane[0] / (float)n + eps", "lane[0] / (float)(n - 1) + eps",
+          [GM + "test_rms_norm_kernel_matches_torch_and_rows_stand_alone"]),
     Fault("q8-head-second-half-codes", "engine/native/q8_0_rows.c",
           "_mm_loadu_si128((const __m128i *)(blk + 18))", "_mm_loadu_si128((const __m128i *)(blk + 2))",
           [GM + "test_q8_0_head_kernel_is_exact_and_rows_stand_alone"]),
