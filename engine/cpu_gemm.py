@@ -40,7 +40,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
-SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c"]
+SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 
@@ -98,6 +98,10 @@ def _load() -> ctypes.CDLL | None:
                            ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
             fn.restype = ctypes.c_int
             fn = lib.strata_q8_0_matmul
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            fn = lib.strata_q6_k_matmul
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                            ctypes.c_void_p]
             fn.restype = ctypes.c_int
@@ -172,4 +176,22 @@ def q8_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
     y = torch.empty((m, n), dtype=torch.float32)
     if m and _load().strata_q8_0_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
         raise MemoryError("the CPU Q8_0 head kernel could not allocate its float32 rows")
+    return y
+
+
+def q6_k_rows(qtype, shape: tuple[int, ...], tile: int) -> bool:
+    """Whether a matrix of this type and shape multiplies tiles of `tile` rows on q6_k_matmul: Q6_K decode
+    tiles (fewer than MIN_TILE rows) where the kernels run; prompt tiles keep the dense copy's GEMM."""
+    return QT(qtype) == QT.Q6_K and len(shape) == 2 and shape[-1] % 256 == 0 and tile < MIN_TILE and available()
+
+
+def q6_k_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
+    """x [M, K] @ W.T -> float32 [M, n]; W [n, K] as GGUF Q6_K blocks (bytes, contiguous)."""
+    x = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
+    m, k = x.shape
+    if blocks.numel() != n * (k // 256) * GGML_QUANT_SIZES[QT.Q6_K][1] or not blocks.is_contiguous():
+        raise ValueError(f"Q6_K blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
+    y = torch.empty((m, n), dtype=torch.float32)
+    if m and _load().strata_q6_k_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
+        raise MemoryError("the CPU Q6_K kernel could not allocate its float32 rows")
     return y

@@ -268,6 +268,9 @@ class QuantTensor:
             return self.triton_linear(x, n_dev)
         if self.q8:
             return cpu_gemm.q8_matmul(x, self.data, self.shape[0]).reshape(*x.shape[:-1], -1).to(self.compute_dtype)
+        if self.data is not None and self.compute_dtype == torch.bfloat16 and \
+                cpu_gemm.q6_k_rows(self.qtype, self.shape, tile):      # a decode tile: the file's blocks
+            return cpu_gemm.q6_k_matmul(x, self.data, self.shape[0]).reshape(*x.shape[:-1], -1).to(self.compute_dtype)
         if self.int4 is not None:
             from engine import cpu_int4
 

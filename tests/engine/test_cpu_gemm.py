@@ -1,5 +1,6 @@
 """The CPU fast mode's own kernels (engine.cpu_gemm): the prompt-tile kernel (engine/native/int4_prompt_gemm.c),
-the Q8_0 head kernel (engine/native/q8_0_rows.c) and the CPU stages' RMSNorm (engine/native/rows_norm.c).
+the Q8_0 head kernel (engine/native/q8_0_rows.c), the Q6_K decode rows (engine/native/q6_k_rows.c) and the
+CPU stages' RMSNorm (engine/native/rows_norm.c).
 
 The prompt kernel must read torch's packed int4 layout right for every type the fast mode keeps (one part
 and two), give a row the same bits whatever the other rows, their count and the thread count, and be the
@@ -16,7 +17,7 @@ import torch
 from gguf.constants import GGMLQuantizationType as QT
 
 from engine import cpu_gemm, cpu_int4, layers
-from engine.quant import dequantize
+from engine.quant import QuantTensor, dequantize
 from tests.engine.test_cpu_int4 import blocks
 
 needs_kernel = pytest.mark.skipif(not cpu_gemm.available(), reason=f"the CPU prompt kernel: {cpu_gemm.describe()}")
@@ -110,6 +111,34 @@ def test_off_switch_falls_back_to_torchs_kernel_and_says_so():
     first, mode = out.stdout.splitlines()
     assert first == "False False"
     assert "prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is off (STRATA_CPU_GEMM=0))" in mode
+
+
+@needs_kernel
+def test_q6_k_decode_kernel_is_exact_and_rows_stand_alone():
+    """Q6_K decode tiles read the file's blocks (q6_k_rows.c): every value of the layout in place (the
+    product within float32 rounding of the exact one), a row's float32 sums the same bits whatever the other
+    rows, their count and the thread count; prompt tiles keep the dense copy's GEMM; a model's Q6_K matrix
+    answers a decode tile through it."""
+    n, k = 96, 512
+    data = blocks(QT.Q6_K, n, k, 21)
+    assert cpu_gemm.q6_k_rows(QT.Q6_K, (n, k), 16) and not cpu_gemm.q6_k_rows(QT.Q6_K, (n, k), 128)
+    assert not cpu_gemm.q6_k_rows(QT.Q8_0, (n, k), 1)
+    x = torch.randn(9, k, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
+    y = cpu_gemm.q6_k_matmul(x, data, n)
+    exact = x.double() @ dequantize(data, QT.Q6_K, n * k).reshape(n, k).double().T
+    assert (y.double() - exact).abs().max().item() < 1e-5 * exact.abs().max().item()
+    for a, b in ((0, 1), (3, 4), (3, 9), (1, 6), (8, 9)):
+        assert torch.equal(cpu_gemm.q6_k_matmul(x[a:b], data, n), y[a:b]), (a, b)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(cpu_gemm.q6_k_matmul(x, data, n), y)
+    finally:
+        torch.set_num_threads(threads)
+    m = QuantTensor(data, QT.Q6_K, (n, k), torch.bfloat16)
+    assert torch.equal(m.linear(x[:4], 16), y[:4].to(torch.bfloat16))
+    dense = m.linear(x, 128).double()                    # a prompt tile: the dense copy
+    assert ((dense - exact).norm() / exact.norm()).item() < 1e-2
 
 
 @needs_kernel

@@ -300,6 +300,13 @@ FAULTS = [
     Fault("rms-norm-mean-off", "engine/native/rows_norm.c",
           "lane[0] / (float)n + eps", "lane[0] / (float)(n - 1) + eps",
           [GM + "test_rms_norm_kernel_matches_torch_and_rows_stand_alone"]),
+    # the Q6_K decode kernel taking a half block's runs 2 and 3 before 0 and 1, or qh's bit pairs shifted wrong
+    Fault("q6k-runs-swapped", "engine/native/q6_k_rows.c",
+          "const __m512i qb = r < 2 ? q01 : q23;", "const __m512i qb = r < 2 ? q23 : q01;",
+          [GM + "test_q6_k_decode_kernel_is_exact_and_rows_stand_alone"]),
+    Fault("q6k-high-bits-wrong", "engine/native/q6_k_rows.c",
+          "e6 = _mm512_srli_epi16(e, 6);", "e6 = _mm512_srli_epi16(e, 5);",
+          [GM + "test_q6_k_decode_kernel_is_exact_and_rows_stand_alone"]),
     Fault("q8-head-second-half-codes", "engine/native/q8_0_rows.c",
           "_mm_loadu_si128((const __m128i *)(blk + 18))", "_mm_loadu_si128((const __m128i *)(blk + 2))",
           [GM + "test_q8_0_head_kernel_is_exact_and_rows_stand_alone"]),
