@@ -21,7 +21,8 @@ from engine.weights import DrafterWeights, HeadWeights
 
 MTP_SOURCES = ("mtp", "both", "replay")      # draft sources that run the MTP layer where the model has one
 RING_BYTES = 128 << 20     # the most the drafter's ring of paused positions' hidden states takes (float32)
-GAP_CHUNK = 128            # gap rows the drafter catches up on per pass
+GAP_CHUNK = 128            # gap rows the drafter catches up on per pass where it has no graphs
+GAP_MAX = 512              # the most recent positions a slot catches up on after a pause (older ones stay holes)
 
 
 def ring_rows(ctx: int, n_slots: int, n_embd: int) -> int:
@@ -161,15 +162,21 @@ class MtpDrafter:
     @torch.inference_mode()
     def catch_up(self, gaps: list[tuple[int, list[int], list[int]]]) -> None:
         """The drafter's KV at positions it missed, from the ring: gaps holds (slot, positions, the token
-        after each), every slot's positions ascending; run GAP_CHUNK rows a pass, outside any graph."""
+        after each), every slot's positions ascending. On a GPU as replays of the `layer` graph over its
+        decode tiles (16 rows each: no new kernel shapes to compile, no host wait; H200, 2026-12-05: run
+        eagerly in 128-row passes the first resumes of a process took seconds, compiling), else GAP_CHUNK
+        rows a pass."""
         rows = [(s, p, t) for s, ps, ts in gaps for p, t in zip(ps, ts)]
-        for a in range(0, len(rows), GAP_CHUNK):
-            part = rows[a:a + GAP_CHUNK]
-            slots, pos, nxt = (list(c) for c in zip(*part))
+        step = len(rows) if self.graphs is not None else GAP_CHUNK
+        for a in range(0, len(rows), step):
+            slots, pos, nxt = (list(c) for c in zip(*rows[a:a + step]))
             h = self.ring[on_device([s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)], self.device)]
             if self.trunk_norm is not None:
                 h = rms_norm(h, self.trunk_norm, self.cfg.norm_eps)
-            self._layer(on_device(nxt, self.device), h, on_device(slots, self.device), on_device(pos, self.device))
+            if self.graphs is not None:
+                self.graphs.run("layer", h, nxt, slots, pos)
+            else:
+                self._layer(on_device(nxt, self.device), h, on_device(slots, self.device), on_device(pos, self.device))
 
     def capture(self, sizes, depths=()) -> None:
         """Capture the drafter's passes as CUDA graphs on the pipeline's decode tiles (sizes: its

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
 from engine.draft_guard import DraftGuard, guard_mode
-from engine.drafts import DraftPlan, ring_rows
+from engine.drafts import GAP_MAX, DraftPlan, ring_rows
 from engine.graphs import rows_at
 from engine.pipeline import Pipeline, Rows
 from engine.sampling import argmax_pick, has_penalties
@@ -234,12 +234,13 @@ class Scheduler:
         self.inflight.append(InFlight(g, fut, parts, seqs, rows, followed=follow))
 
     def _gaps(self, parts: list[SlotRows], seqs: dict) -> list | None:
-        """Each slot's positions before the window that the drafter missed and its ring still holds:
-        (slot, positions, the token after each), for MtpDrafter.catch_up."""
+        """Each slot's positions before the window that the drafter missed and its ring still holds, the
+        last GAP_MAX of them: (slot, positions, the token after each), for MtpDrafter.catch_up."""
         out = []
         for sr in parts:
             s, a = self.slots[sr.slot], sr.first_pos
-            while a > s.drafted and s.kept_at and s.kept_at[(a - 1) % len(s.kept_at)] == a - 1:
+            low = max(s.drafted, a - GAP_MAX)
+            while a > low and s.kept_at and s.kept_at[(a - 1) % len(s.kept_at)] == a - 1:
                 a -= 1
             if a < sr.first_pos:
                 out.append((sr.slot, list(range(a, sr.first_pos)), seqs[sr.slot].tokens[a + 1:sr.first_pos + 1]))
