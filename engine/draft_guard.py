@@ -19,6 +19,7 @@ acceptance right after a pause can be lower. Tokens never depend on it: every dr
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 DRAFT_SPAN = 8           # windows a measurement with drafts spans
@@ -26,6 +27,9 @@ PLAIN_SPAN = 32          # and without (chained windows are shorter)
 SETTLE = 2               # windows after a switch left out of the measurement
 HOLD = 256               # tokens the faster side runs before the other is measured again...
 HOLD_MAX = 8192          # ...doubled while the same side keeps winning
+
+
+LOG = os.environ.get("STRATA_DRAFT_GUARD_LOG", "") == "1"     # each measurement to stderr (tests/gpu/run_guard.sh)
 
 
 def guard_mode() -> str:
@@ -68,6 +72,13 @@ class DraftGuard:
         state = "on" if self.drafting else "paused"
         return f"drafts {state}: {self.rate[True]:.0f} tok/s with them, {self.rate[False]:.0f} without"
 
+    def _measured(self, span: list, now: float) -> None:
+        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+        if LOG:
+            print(f"draft guard: {self._n_active} active, {'drafts' if self.drafting else 'plain'} "
+                  f"{self.rate[self.drafting]:.0f} tok/s ({span[1]} tokens, {span[2]} windows, "
+                  f"{(now - span[0]) * 1e3:.2f} ms)", file=sys.stderr)
+
     def committed(self, tokens: int, all_decoding: bool, n_active: int, drafts_on: bool = True) -> None:
         """A window came back with `tokens` decode tokens; all_decoding: every slot in it decoded (none read
         a prompt); n_active: the sequences in the slots now; drafts_on: the plan drafts (else nothing to do)."""
@@ -103,13 +114,13 @@ class DraftGuard:
             if self._held < self.hold:
                 return
             if measured:
-                self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+                self._measured(span, now)
             self._trial = True                     # held long enough: measure the other side again
             self._switch(not self.drafting)
             return
         if not measured:
             return
-        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+        self._measured(span, now)
         if self.rate[not self.drafting] is None:   # the first measurement: now the other side's
             self._switch(not self.drafting)
             return

@@ -22,6 +22,7 @@ fi
 nvidia-smi --query-gpu=name --format=csv,noheader
 check "the ring's test on the GPU" tail_of 3 timeout 200 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_draft_guard.py -k "resumed or guarded"
+export STRATA_DRAFT_GUARD_LOG=1
 G="timeout 150 $S bench --model $MD --devices cuda:0 --streams 1,4 --parallel 4 --max-tokens ${MAXTOK:-512} --ctx 2048"
 for round in 1 2; do
   step "round $round"
