@@ -157,7 +157,10 @@ class MtpDrafter:
         """Put rows of the trunk's hidden states (hidden [len(slots), d], in stream order before the next
         window can overwrite them) into the ring at (slot, pos)."""
         at = [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]
-        self.ring.index_copy_(0, on_device(at, self.device), hidden.float())
+        if len(at) == 1:                           # a lone request: one slice copy, no index to send
+            self.ring[at[0]:at[0] + 1].copy_(hidden)
+        else:
+            self.ring.index_copy_(0, on_device(at, self.device), hidden.float())
 
     @torch.inference_mode()
     def catch_up(self, gaps: list[tuple[int, list[int], list[int]]]) -> None:
