@@ -9,12 +9,15 @@ slower than no drafter at all; a user who turned drafts on expects the opposite.
 So the guard measures both: decode tokens per second of wall time with drafts (a span of DRAFT_SPAN
 windows) and without them (PLAIN_SPAN windows, chained), keeps the faster, and measures the other again
 after holding the choice for a while (HOLD tokens, doubled each time the same side wins again, up to
-HOLD_MAX), since acceptance follows the text. Spans skip the SETTLE windows after a switch and count only
-windows in which every slot decodes. Rates depend on how many sequences share the windows: the guard
-keeps its state for each count and takes it up again when that count returns (the next request alone
-starts where the last one left off, without measuring drafts again first). Paused
-windows don't run the drafter, so its KV misses those positions (drafts later attend over what it saw):
-acceptance right after a pause can be lower. Tokens never depend on it: every draft is verified.
+HOLD_MAX; at least FAR_HOLD times HOLD where the winner was FAR ahead), since acceptance follows the text.
+Spans skip the SETTLE windows after a switch and count only windows in which every slot decodes. Rates
+depend on how many sequences share the windows: the guard keeps its state for each count and takes it up
+again when that count returns (the next request alone starts where the last one left off, without
+measuring drafts again first). Paused windows don't run the drafter; they leave their hidden states in its
+ring, and the first window with drafts again catches the drafter's KV up on them
+(engine.drafts.MtpDrafter.catch_up), so drafts after a pause propose as well as before it (without that
+the H200 measured them at 472 tok/s where drafts every window made 976). Tokens never depend on it: every
+draft is verified.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ PLAIN_SPAN = 32          # and without (chained windows are shorter)
 SETTLE = 2               # windows after a switch left out of the measurement
 HOLD = 256               # tokens the faster side runs before the other is measured again...
 HOLD_MAX = 8192          # ...doubled while the same side keeps winning
+FAR = 1.25               # a side this many times faster than the other holds at least FAR_HOLD * HOLD tokens: a
+FAR_HOLD = 4             # trial of the slower side costs most when it is far behind, and it catches up least often
 
 
 LOG = os.environ.get("STRATA_DRAFT_GUARD_LOG", "") == "1"     # each measurement to stderr (tests/gpu/run_guard.sh)
@@ -125,6 +130,8 @@ class DraftGuard:
             self._switch(not self.drafting)
             return
         best = self.rate[True] > self.rate[False]
-        self.hold = min(self.hold * 2, HOLD_MAX) if best == self._last_best else HOLD
+        hold = self.hold * 2 if best == self._last_best else HOLD
+        lead = max(self.rate.values()) / max(min(self.rate.values()), 1e-9)
+        self.hold = min(max(hold, HOLD * FAR_HOLD) if lead >= FAR else hold, HOLD_MAX)
         self._last_best, self._trial, self._held = best, False, 0
         self._switch(best)

@@ -49,19 +49,26 @@ def test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_late
     assert g.rate[False] == pytest.approx(1 / 0.8e-3) and not g.drafting
     assert "paused: 800 tok/s with them, 1250 without" in g.note
     paused = g.paused_windows
-    seen = feed(g, draft_guard.HOLD + draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 2, 2)
+    far = draft_guard.FAR_HOLD * draft_guard.HOLD            # 1,250 is FAR ahead of 800: held four times as long
+    assert g.hold == far
+    seen = feed(g, far - 1, 2)
+    assert not any(seen)
+    seen += feed(g, draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 3, 2)
     assert seen.count(True) >= draft_guard.DRAFT_SPAN and not g.drafting    # measured again, paused again
-    assert g.hold == 2 * draft_guard.HOLD                                       # the same side won: held longer
+    assert g.hold == 2 * far                                                  # the same side won: held longer
     assert g.paused_windows - paused == seen.count(False)
+    g, _ = guarded(draft=0.9e-3, plain=0.8e-3)       # 1,111 tok/s against 1,250: close, the usual hold
+    feed(g, 2 * draft_guard.SETTLE + draft_guard.DRAFT_SPAN + draft_guard.PLAIN_SPAN + 3, 1)
+    assert not g.drafting and g.hold == draft_guard.HOLD
 
 
 def test_drafts_that_pay_stay_on():
     g, _ = guarded(draft=1.2e-3, plain=0.8e-3)       # 2.4 tokens a 1.2 ms window: 2,000 tok/s against 1,250
     seen = feed(g, 200, 3)
     assert g.drafting and g.rate[True] > g.rate[False] and g.note.startswith("drafts on")
-    # without drafts only while measured: once at first, once after the first hold (HOLD tokens), then held twice
-    # as long
-    assert seen.count(False) <= 2 * (draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 1) and g.hold == 2 * draft_guard.HOLD
+    # without drafts only while measured: once at first; 2,000 tok/s is FAR ahead of 1,250, so held four times as long
+    assert seen.count(False) <= draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 1
+    assert g.hold == draft_guard.FAR_HOLD * draft_guard.HOLD
     assert g.paused_windows == seen.count(False)
 
 
@@ -80,9 +87,9 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
     feed(g, 1, 1, n_active=1)                          # alone again: where it left off, still paused
     assert not g.drafting and g.rate == one
     # the hold's tokens add up across requests (short ones, each with its prompt windows), so drafts are
-    # measured again after HOLD tokens however the requests are cut
+    # measured again after the hold's tokens however the requests are cut
     probes = []
-    for _ in range(3 * draft_guard.HOLD // 20):
+    for _ in range(2 * draft_guard.FAR_HOLD * draft_guard.HOLD // 20):
         feed(g, 2, 1, all_decoding=False)
         probes += feed(g, 20, 1)
     assert any(probes) and not all(probes)

@@ -205,6 +205,10 @@ FAULTS = [
           "best = self.rate[True] > self.rate[False]",
           "best = True",
           ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
+    # the draft guard measuring a side far behind as often as a close one
+    Fault("guard-far-side-soon", "engine/draft_guard.py",
+          "if lead >= FAR else hold", "if lead >= 100 * FAR else hold",
+          ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
     # windows the guard paused still followed by the drafter (no chaining: the pause saves nothing)
     Fault("guard-paused-drafter-follows", "engine/scheduler.py",
           "return self.drafter is not None and self.plan.follows and self.guard.drafting",
