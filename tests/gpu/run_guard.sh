@@ -37,6 +37,10 @@ for kind in prose edit; do
 done
 check "batch-test spec 4 sampled, guard on" env STRATA_DRAFT_GUARD=1 $BT --model $MD --devices cuda:0 --parallel 4 \
   --spec 4 --temperature 0.8 --seed 3
+check "batch-test solo spec 4 greedy, guard on" env STRATA_DRAFT_GUARD=1 $BT --model $MD --devices cuda:0 --parallel 1 \
+  --spec 4
+check "batch-test piped 3, two stages, sampled" $BT --model $MD --devices cuda:0,cuda:0 --parallel 4 --batch-groups 2 \
+  --piped-mtp 3 --temperature 0.8 --seed 5
 [ -n "${SAMPLE:-}" ] || { summary; exit; }
 step "issue 11: sampler graphs"
 $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
