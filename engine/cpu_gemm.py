@@ -40,7 +40,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
-SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c"]
+SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "prompt_attention.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 
@@ -100,6 +100,11 @@ def _load() -> ctypes.CDLL | None:
             fn = lib.strata_q8_0_matmul
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                            ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            fn = lib.strata_prompt_attention            # engine/cpu_attention.py
+            fn.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 5, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_float, ctypes.c_void_p]
             fn.restype = ctypes.c_int
             _lib = lib
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
