@@ -1,6 +1,7 @@
 """The CPU fast mode's own kernels (engine/native/): the prompt-tile matmul (int4_prompt_gemm.c: int4 matrices
 in torch's packed layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot
-products) and the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks).
+products), the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks) and the
+prompt tiles' attention (prompt_attention.c, called through engine/cpu_attention.py).
 
 torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
 AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
@@ -107,7 +108,7 @@ def _load() -> ctypes.CDLL | None:
                            ctypes.c_float, ctypes.c_void_p]
             fn.restype = ctypes.c_int
             _lib = lib
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # (Attribute: stale build)
             _why = f"unavailable ({e})"
             print(f"strata: the CPU kernels are {_why}; torch's int4 kernel runs instead", file=sys.stderr)
         return _lib
@@ -120,7 +121,9 @@ def available() -> bool:
 def describe() -> str:
     """For the effective configuration: which kernels run prompt tiles and a Q8_0 head."""
     if available():
-        return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16), a Q8_0 head as the file's blocks"
+        return ("prompt tiles on the AVX512-BF16 kernels (weights rounded to bfloat16; attention "
+                + ("too" if os.environ.get("STRATA_CPU_ATTN", "1") != "0" else "on torch's path, STRATA_CPU_ATTN=0")
+                + "), a Q8_0 head as the file's blocks")
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 
 

@@ -187,8 +187,8 @@ TARGET static void item(const Args *a, int64_t r0, int nr, int64_t kh, int64_t h
         /* the chunk's values as float32 (keys past the cache: zeros, their probabilities are zero) */
         for (int j = 0; j < CH; j++)
             for (int64_t d = 0; d < hd; d += 16) {
-                const __m512i w = j < nk ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(vbase + (key0 + j) * kstride + d)))
-                                         : _mm512_setzero_si512();
+                const __m256i *vr = (const __m256i *)(vbase + (key0 + j) * kstride + d);
+                const __m512i w = j < nk ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(vr)) : _mm512_setzero_si512();
                 _mm512_store_si512(vf + j * hd + d, _mm512_slli_epi32(w, 16));
             }
         for (int64_t d0 = 0; d0 < hd; d0 += 16) {
@@ -217,12 +217,6 @@ TARGET static void item(const Args *a, int64_t r0, int nr, int64_t kh, int64_t h
         else
             for (int64_t d = 0; d < hd; d++) ((uint16_t *)a->out)[at + d] = f32_to_bf16(acc[d * L + l]);
     }
-}
-
-int strata_attention_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
 }
 
 /* out [T, H, hd] (q's dtype, contiguous) = attention of q [T, H, hd] (strides q_row, q_head; float32 or

@@ -132,7 +132,10 @@ def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(wi
     kc, vc = kv(4, 700, 1, 256, 3)
     q = torch.randn(600, 4, 256, generator=torch.Generator().manual_seed(4))
     slot, pos = torch.full((600,), 1), torch.arange(600)
-    run = lambda a, b, s=slot, p=pos: cpu_attention.attention(q[a:b], kc, vc, s[a:b], p[a:b], window, 1 / 16)  # noqa: E731
+
+    def run(a, b, s=slot, p=pos):
+        return cpu_attention.attention(q[a:b], kc, vc, s[a:b], p[a:b], window, 1 / 16)
+
     full = torch.cat([run(a, a + 128) for a in range(0, 600, 128)])          # tiles of 128 from 0
     for a, b in ((0, 1), (3, 4), (129, 130), (250, 251), (101, 229), (37, 165), (500, 600), (511, 513)):
         assert torch.equal(run(a, b), full[a:b]), (a, b)
@@ -172,7 +175,8 @@ def test_kernel_switch_off():
     import os
     import subprocess
     import sys
-    code = "from engine import cpu_attention as a; import torch; print(a.usable(torch.zeros(128, 4, 256), torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16), 128))"
+    code = ("from engine import cpu_attention as a; import torch; print(a.usable(torch.zeros(128, 4, 256), "
+            "torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16), 128))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "STRATA_CPU_ATTN": "0"}).stdout.strip()
     assert out == "False"
