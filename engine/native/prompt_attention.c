@@ -15,8 +15,9 @@
  * rounded to bfloat16 there too cost KL: 2026-12-05, tests/cpu/fast_mode_kl.py, default model 0.00112
  * against torch's path's 0.00096; float32 ones 0.00097, Gemma 3 0.00085 as torch's); divided by the float32
  * sum of the probabilities at the end; the output in q's dtype (float32, or bfloat16 rounded to nearest even).
- * Kernel alone, a 128-row Gemma 3 270M tile (4 heads, 1 KV head, hd 256): 0.96 ms at position 256, 2.9 at
- * 1024 (175 / 197 GFLOP/s counting the attended keys only), torch's path 2.5 / 6.7.
+ * Kernel alone, a 128-row Gemma 3 270M tile (4 heads, 1 KV head, hd 256), interleaved: 0.96-1.10 ms at
+ * position 256, 2.90-3.17 at 1024 (152-175 / 180-197 GFLOP/s counting the attended keys only), torch's
+ * path 2.5-4.1 / 6.7-10.0; with the values in bfloat16 pairs too it was 0.67 / 1.9-2.0.
  *
  * Exactness: a lane's operations depend only on its row (query, slot, position, window) and the chunk grid:
  * keys go in chunks of CH on an absolute grid (multiples of CH), each row walking the chunks from its
