@@ -35,7 +35,11 @@ def reference(q, kc, vc, slot, pos, window, scale):
     return out
 
 
-def test_a_row_gets_the_same_bits_whatever_slots_share_its_tile():
+@pytest.mark.parametrize("kernel", [False, True], ids=["torch", "kernel"])
+def test_a_row_gets_the_same_bits_whatever_slots_share_its_tile(kernel, monkeypatch):
+    from engine import cpu_attention
+
+    monkeypatch.setattr(cpu_attention, "ENABLED", kernel)
     kc, vc, q = case()
     scale = 1 / math.sqrt(HD)
     alone_slot = torch.full((T,), 1)                          # every row reads slot 1
