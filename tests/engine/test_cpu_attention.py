@@ -132,7 +132,7 @@ def reference64(q, kc, vc, slot, pos, window, scale):
 @pytest.mark.parametrize("window", [0, 100])
 def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(window):
     """Prefix reuse re-reads a prompt from another tile boundary: a row's bits must not depend on the tile's
-    start, its row count, the rows beside it (their slots included) or the thread count."""
+    start, its row count, the rows beside it (their slots included), its own slot or the thread count."""
     kc, vc = kv(4, 700, 1, 256, 3)
     q = torch.randn(600, 4, 256, generator=torch.Generator().manual_seed(4))
     slot, pos = torch.full((600,), 1), torch.arange(600)
@@ -149,6 +149,8 @@ def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(wi
     assert torch.equal(got[keep], full[keep])
     alone3 = cpu_attention.attention(q[~keep], kc, vc, mixed[~keep], pos[~keep], window, 1 / 16)
     assert torch.equal(got[~keep], alone3)
+    kc[0], vc[0] = kc[1], vc[1]                                               # the same keys in another slot
+    assert torch.equal(run(101, 229, torch.zeros(600, dtype=torch.long)), full[101:229])
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
