@@ -1,6 +1,8 @@
 """The CPU fast mode's own kernels (engine/native/): the prompt-tile matmul (int4_prompt_gemm.c: int4 matrices
 in torch's packed layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot
-products) and the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks).
+products), the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks), Q6_K decode
+tiles (q6_k_rows.c: the file's blocks, where prompt tiles multiply a dense copy), the prompt tiles' attention
+(prompt_attention.c, called through engine/cpu_attention.py) and every CPU stage's RMSNorm (rows_norm.c).
 
 torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
 AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
@@ -40,7 +42,8 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
-SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c"]
+SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c",
+           NATIVE / "prompt_attention.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 
@@ -109,8 +112,13 @@ def _load() -> ctypes.CDLL | None:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_float]
             fn.restype = ctypes.c_int
+            fn = lib.strata_prompt_attention            # engine/cpu_attention.py
+            fn.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 5, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_float, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
             _lib = lib
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # (Attribute: stale build)
             _why = f"unavailable ({e})"
             print(f"strata: the CPU kernels are {_why}; torch's int4 kernel runs instead", file=sys.stderr)
         return _lib
@@ -121,9 +129,11 @@ def available() -> bool:
 
 
 def describe() -> str:
-    """For the effective configuration: which kernels run prompt tiles and a Q8_0 head."""
+    """For the effective configuration: which kernels run prompt tiles, a Q8_0 head and Q6_K decode rows."""
     if available():
-        return "prompt tiles on the AVX512-BF16 kernel (weights rounded to bfloat16), a Q8_0 head as the file's blocks"
+        return ("prompt tiles on the AVX512-BF16 kernels (weights rounded to bfloat16; attention "
+                + ("too" if os.environ.get("STRATA_CPU_ATTN", "1") != "0" else "on torch's path, STRATA_CPU_ATTN=0")
+                + "), a Q8_0 head and Q6_K decode rows on the file's blocks")
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 
 

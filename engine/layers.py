@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from engine import cpu_gemm
+from engine import cpu_attention, cpu_gemm
 
 # CPU tiles of several rows walk the keys in blocks of a fixed grid: KEY_BLOCK keys from position 0, each
 # next block as long as its start (no shorter than KEY_BLOCK, no longer than LONG_BLOCK): 0, 128, 256, 512,
@@ -107,12 +107,15 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     tile's (slot, pos) as host ints, where the caller has them. rows: the tile's row count where q holds
     only its real rows (T < rows): the rows are computed as in the full tile (its products have the same
     shapes; rows added at the first row's slot and position, so a sliding window's blocks before all the
-    real rows' windows are not walked, are left out of the result). per_row: a CPU
+    real rows' windows are not walked, are left out of the result; prompt tiles of the CPU fast mode run
+    engine.cpu_attention's kernel instead, whose rows need no padding). per_row: a CPU
     decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets).
     """
     if per_row and not q.is_cuda and q.shape[0] > 1:
         return torch.cat([_one_row_attention(q[i:i + 1], k_cache, v_cache, s, p, window, scale)
                           for i, (s, p) in enumerate(zip(slot.tolist(), pos.tolist()))])
+    if not q.is_cuda and cpu_attention.usable(q, k_cache, max(rows, q.shape[0])):
+        return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale)   # prompt tiles, fast mode
     if rows > q.shape[0] and not q.is_cuda:
         n = q.shape[0]
         pad = rows - n

@@ -1,6 +1,8 @@
 """The CPU attention of a tile of rows (engine.layers.attention): each key block is multiplied with all
 the tile's rows per slot, and a row keeps its own slot's products. A row's result must not depend on
-which slots the other rows of its tile read (one slot, several, padding rows), and must be attention."""
+which slots the other rows of its tile read (one slot, several, padding rows), and must be attention.
+The fast mode's prompt tiles run engine.cpu_attention's kernel (engine/native/prompt_attention.c) under the
+same rules: close to the torch path, a row's bits alone or in any tile at any start and thread count."""
 from __future__ import annotations
 
 import math
@@ -33,7 +35,11 @@ def reference(q, kc, vc, slot, pos, window, scale):
     return out
 
 
-def test_a_row_gets_the_same_bits_whatever_slots_share_its_tile():
+@pytest.mark.parametrize("kernel", [False, True], ids=["torch", "kernel"])
+def test_a_row_gets_the_same_bits_whatever_slots_share_its_tile(kernel, monkeypatch):
+    from engine import cpu_attention
+
+    monkeypatch.setattr(cpu_attention, "ENABLED", kernel)
     kc, vc, q = case()
     scale = 1 / math.sqrt(HD)
     alone_slot = torch.full((T,), 1)                          # every row reads slot 1
@@ -63,3 +69,120 @@ def test_rotate_gives_apply_ropes_bits(neox, dtype, head_dim, rope_dim):
     x = (torch.randn(9, 12, head_dim, generator=gen) * 3).to(dtype)
     pos = torch.randint(0, 300, (9,), generator=gen)
     assert torch.equal(rotate(x, c[pos], s[pos], neox), apply_rope(x, cos[pos], sin[pos], neox))
+
+
+# engine.cpu_attention: the fast mode's prompt tiles on engine/native/prompt_attention.c
+from engine import cpu_attention, cpu_gemm  # noqa: E402
+
+needs_kernel = pytest.mark.skipif(not cpu_gemm.available(), reason=f"the CPU kernels: {cpu_gemm.describe()}")
+
+
+def torch_path(*args):
+    """engine.layers.attention's torch blocked path (the kernel switched off)."""
+    was, cpu_attention.ENABLED = cpu_attention.ENABLED, False
+    try:
+        return attention(*args)
+    finally:
+        cpu_attention.ENABLED = was
+
+
+def kv(slots, ctx, kvh, hd, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(slots, ctx, kvh, hd, generator=gen).to(torch.bfloat16) for _ in range(2)]
+
+
+@needs_kernel
+@pytest.mark.parametrize("h,kvh,hd,dtype,window", [
+    (4, 1, 256, torch.float32, 0),         # Gemma 3 270M: float32 q (q_norm), one KV head
+    (4, 1, 256, torch.float32, 40),        # its sliding-window layers
+    (9, 3, 64, torch.bfloat16, 0),         # SmolLM2: bfloat16 q, groups of 3
+    (32, 2, 16, torch.float32, 0),         # groups of 16 heads: one row a work item
+    (40, 2, 32, torch.bfloat16, 25),       # groups of 20: two head groups a KV head
+    (4, 4, 48, torch.float32, 0)],         # no grouping: 16 rows a work item
+    ids=str)
+def test_kernel_is_attention_and_close_to_torchs_path(h, kvh, hd, dtype, window):
+    ctx = 300                                  # not a multiple of the 16-key chunks: the last one is short
+    kc, vc = kv(3, ctx, kvh, hd, 1)
+    t = 70
+    q = torch.randn(t, h, hd, generator=torch.Generator().manual_seed(2)).to(dtype)
+    slot, pos = torch.full((t,), 2), torch.arange(ctx - t, ctx)
+    scale = 1 / math.sqrt(hd)
+    assert cpu_attention.usable(q, kc, t)
+    got = cpu_attention.attention(q, kc, vc, slot, pos, window, scale)
+    assert got.dtype == dtype and got.shape == q.shape
+    assert torch.equal(attention(q, kc, vc, slot, pos, window, scale), got)       # the fast mode's dispatch
+    ref = reference64(q, kc, vc, slot, pos, window, scale)
+    err = lambda x: ((x.double() - ref).norm() / ref.norm()).item()              # noqa: E731
+    assert err(got) < 5e-3 and err(torch_path(q, kc, vc, slot, pos, window, scale)) < 5e-3, err(got)
+
+
+def reference64(q, kc, vc, slot, pos, window, scale):
+    h, kvh = q.shape[1], kc.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for t in range(q.shape[0]):
+        lo = max(0, int(pos[t]) - window + 1) if window else 0
+        k = kc[int(slot[t]), lo:int(pos[t]) + 1].double()
+        v = vc[int(slot[t]), lo:int(pos[t]) + 1].double()
+        for j in range(h):
+            out[t, j] = torch.softmax(k[:, j // (h // kvh)] @ q[t, j].double() * scale, 0) @ v[:, j // (h // kvh)]
+    return out
+
+
+@needs_kernel
+@pytest.mark.parametrize("window", [0, 100])
+def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(window):
+    """Prefix reuse re-reads a prompt from another tile boundary: a row's bits must not depend on the tile's
+    start, its row count, the rows beside it (their slots included), its own slot or the thread count."""
+    kc, vc = kv(4, 700, 1, 256, 3)
+    q = torch.randn(600, 4, 256, generator=torch.Generator().manual_seed(4))
+    slot, pos = torch.full((600,), 1), torch.arange(600)
+
+    def run(a, b, s=slot, p=pos):
+        return cpu_attention.attention(q[a:b], kc, vc, s[a:b], p[a:b], window, 1 / 16)
+
+    full = torch.cat([run(a, a + 128) for a in range(0, 600, 128)])          # tiles of 128 from 0
+    for a, b in ((0, 1), (3, 4), (129, 130), (250, 251), (101, 229), (37, 165), (500, 600), (511, 513)):
+        assert torch.equal(run(a, b), full[a:b]), (a, b)
+    mixed = torch.tensor([1 if i % 3 else 3 for i in range(600)])             # every third row another slot
+    got = run(0, 600, mixed)
+    keep = mixed == 1
+    assert torch.equal(got[keep], full[keep])
+    alone3 = cpu_attention.attention(q[~keep], kc, vc, mixed[~keep], pos[~keep], window, 1 / 16)
+    assert torch.equal(got[~keep], alone3)
+    kc[0], vc[0] = kc[1], vc[1]                                               # the same keys in another slot
+    assert torch.equal(run(101, 229, torch.zeros(600, dtype=torch.long)), full[101:229])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = torch.cat([run(a, a + 128) for a in range(0, 600, 128)])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, full)
+
+
+@needs_kernel
+def test_prompt_tiles_and_only_they_run_the_kernel():
+    """Decided by the tile's size (Tile.size where only its real rows are passed): a tile's real rows get
+    the whole tile's bits; decode tiles (per_row), float32 caches (the reference mode) and
+    STRATA_CPU_ATTN=0 keep torch's path."""
+    kc, vc = kv(2, 260, 1, 256, 5)
+    q = torch.randn(128, 4, 256, generator=torch.Generator().manual_seed(6))
+    slot, pos = torch.full((128,), 1), torch.arange(100, 228)
+    whole = attention(q, kc, vc, slot, pos, 0, 1 / 16)
+    assert torch.equal(whole, cpu_attention.attention(q, kc, vc, slot, pos, 0, 1 / 16))
+    assert torch.equal(attention(q[:50], kc, vc, slot[:50], pos[:50], 0, 1 / 16, rows=128), whole[:50])
+    assert not torch.equal(whole, torch_path(q, kc, vc, slot, pos, 0, 1 / 16))
+    assert not cpu_attention.usable(q[:8], kc, 8) and not cpu_attention.usable(q, kc.float(), 128)
+    per_row = attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, per_row=True)
+    assert torch.equal(per_row, torch_path(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, None, 0, True))
+
+
+def test_kernel_switch_off():
+    import os
+    import subprocess
+    import sys
+    code = ("from engine import cpu_attention as a; import torch; print(a.usable(torch.zeros(128, 4, 256), "
+            "torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16), 128))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "STRATA_CPU_ATTN": "0"}).stdout.strip()
+    assert out == "False"

@@ -184,6 +184,6 @@ def test_default_model_prompt_tiles_run_the_kernel_and_the_head_keeps_its_blocks
         assert head.q8 and head.int4 is None and head.nbytes == m.gf.tensors["token_embd.weight"].nbytes
         assert st.rows_free and st.weight_bytes >= head.nbytes
         assert "prompt tiles on the AVX512-BF16 kernel" in m.effective.weights
-        assert "a Q8_0 head as the file's blocks" in m.effective.weights
+        assert "a Q8_0 head and Q6_K decode rows on the file's blocks" in m.effective.weights
     finally:
         m.pipeline.close()

@@ -38,6 +38,7 @@ PK = "tests/engine/test_packed.py::"
 GK = "tests/engine/test_gpu_kernels.py::"
 DG = "tests/engine/test_dp4a_gemv.py::"
 GM = "tests/engine/test_cpu_gemm.py::"
+CA = "tests/engine/test_cpu_attention.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
 HY = "tests/engine/test_hybrid.py::"
 
@@ -317,6 +318,19 @@ FAULTS = [
     Fault("q8-head-rows-of-a-pass-share-x", "engine/native/q8_0_rows.c",
           "const float *xr = xf + (m0 + i) * K + b * QK;", "const float *xr = xf + m0 * K + b * QK;",
           [GM + "test_q8_0_head_kernel_is_exact_and_rows_stand_alone"]),
+    # the CPU prompt attention kernel (engine/native/prompt_attention.c): a lane's window starting at its
+    # block's first row's; the first chunk's keys before a row's window attended; a row block running on
+    # across a change of slot (its later rows reading the first row's keys)
+    Fault("prompt-attn-window-of-block-first-row", "engine/native/prompt_attention.c",
+          "(int32_t)(a->pos[r0 + rr] - a->window + 1)", "(int32_t)(a->pos[r0] - a->window + 1)",
+          [CA + "test_kernel_is_attention_and_close_to_torchs_path[4-1-256-torch.float32-40]",
+           CA + "test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count[100]"]),
+    Fault("prompt-attn-window-mask-dropped", "engine/native/prompt_attention.c",
+          "_mm512_cmp_epi32_mask(kp, vpos, _MM_CMPINT_LE) &\n", "_mm512_cmp_epi32_mask(kp, vpos, _MM_CMPINT_LE) | 0 *\n",
+          [CA + "test_kernel_is_attention_and_close_to_torchs_path[4-1-256-torch.float32-40]"]),
+    Fault("prompt-attn-block-spans-slots", "engine/native/prompt_attention.c",
+          "e - r < rows && slot[e] == slot[r]", "e - r < rows",
+          [CA + "test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count[0]"]),
     # the GPU delta net kernel reading a row's previous state from its own position (not p - 1)
     Fault("gdn-rows-state-not-previous", "engine/kernels/gdn_rows.py",
           "((p - 1 + RING) % RING) * stride_sr", "((p + RING) % RING) * stride_sr",
