@@ -179,13 +179,19 @@ def q8_head(qtype, shape: tuple[int, ...]) -> bool:
 
 def q8_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
     """x [M, K] @ W.T -> float32 [M, n]; W [n, K] as GGUF Q8_0 blocks (bytes, contiguous)."""
+    return _blocks_matmul(x, blocks, n, QT.Q8_0, "strata_q8_0_matmul")
+
+
+def _blocks_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int, qt: QT, kernel: str) -> torch.Tensor:
+    """x [M, K] @ W.T -> float32 [M, n] on `kernel`, W [n, K] as the file's blocks of type qt."""
     x = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
     m, k = x.shape
-    if blocks.numel() != n * (k // 32) * GGML_QUANT_SIZES[QT.Q8_0][1] or not blocks.is_contiguous():
-        raise ValueError(f"Q8_0 blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
+    per, size = GGML_QUANT_SIZES[qt]
+    if blocks.numel() != n * (k // per) * size or not blocks.is_contiguous():
+        raise ValueError(f"{qt.name} blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
     y = torch.empty((m, n), dtype=torch.float32)
-    if m and _load().strata_q8_0_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
-        raise MemoryError("the CPU Q8_0 head kernel could not allocate its float32 rows")
+    if m and getattr(_load(), kernel)(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
+        raise MemoryError(f"the CPU {qt.name} kernel could not allocate its float32 rows")
     return y
 
 
@@ -197,11 +203,4 @@ def q6_k_rows(qtype, shape: tuple[int, ...], tile: int) -> bool:
 
 def q6_k_matmul(x: torch.Tensor, blocks: torch.Tensor, n: int) -> torch.Tensor:
     """x [M, K] @ W.T -> float32 [M, n]; W [n, K] as GGUF Q6_K blocks (bytes, contiguous)."""
-    x = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
-    m, k = x.shape
-    if blocks.numel() != n * (k // 256) * GGML_QUANT_SIZES[QT.Q6_K][1] or not blocks.is_contiguous():
-        raise ValueError(f"Q6_K blocks of {blocks.numel()} bytes do not fit n={n}, k={k}")
-    y = torch.empty((m, n), dtype=torch.float32)
-    if m and _load().strata_q6_k_matmul(x.data_ptr(), m, k, blocks.data_ptr(), n, y.data_ptr()) != 0:
-        raise MemoryError("the CPU Q6_K kernel could not allocate its float32 rows")
-    return y
+    return _blocks_matmul(x, blocks, n, QT.Q6_K, "strata_q6_k_matmul")

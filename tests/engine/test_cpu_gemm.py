@@ -113,6 +113,24 @@ def test_off_switch_falls_back_to_torchs_kernel_and_says_so():
     assert "prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is off (STRATA_CPU_GEMM=0))" in mode
 
 
+def _exact_rows_alone(matmul, data, qt, n: int, k: int, rows: int, seed: int):
+    """A block kernel's float32 sums within float32 rounding of the exact product, each row's bits the same
+    in any run of the rows (4 a pass, tails) and on one thread. Returns (x, y, exact)."""
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    y = matmul(x, data, n)
+    exact = x.double() @ dequantize(data, qt, n * k).reshape(n, k).double().T
+    assert (y.double() - exact).abs().max().item() < 1e-5 * exact.abs().max().item()
+    for a, b in ((0, 1), (3, 4), (3, rows), (1, 6), (rows - 1, rows)):
+        assert torch.equal(matmul(x[a:b], data, n), y[a:b]), (a, b)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(matmul(x, data, n), y)
+    finally:
+        torch.set_num_threads(threads)
+    return x, y, exact
+
+
 @needs_kernel
 def test_q6_k_decode_kernel_is_exact_and_rows_stand_alone():
     """Q6_K decode tiles read the file's blocks (q6_k_rows.c): every value of the layout in place (the
@@ -123,18 +141,7 @@ def test_q6_k_decode_kernel_is_exact_and_rows_stand_alone():
     data = blocks(QT.Q6_K, n, k, 21)
     assert cpu_gemm.q6_k_rows(QT.Q6_K, (n, k), 16) and not cpu_gemm.q6_k_rows(QT.Q6_K, (n, k), 128)
     assert not cpu_gemm.q6_k_rows(QT.Q8_0, (n, k), 1)
-    x = torch.randn(9, k, generator=torch.Generator().manual_seed(22)).to(torch.bfloat16)
-    y = cpu_gemm.q6_k_matmul(x, data, n)
-    exact = x.double() @ dequantize(data, QT.Q6_K, n * k).reshape(n, k).double().T
-    assert (y.double() - exact).abs().max().item() < 1e-5 * exact.abs().max().item()
-    for a, b in ((0, 1), (3, 4), (3, 9), (1, 6), (8, 9)):
-        assert torch.equal(cpu_gemm.q6_k_matmul(x[a:b], data, n), y[a:b]), (a, b)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert torch.equal(cpu_gemm.q6_k_matmul(x, data, n), y)
-    finally:
-        torch.set_num_threads(threads)
+    x, y, exact = _exact_rows_alone(cpu_gemm.q6_k_matmul, data, QT.Q6_K, n, k, 9, 22)
     m = QuantTensor(data, QT.Q6_K, (n, k), torch.bfloat16)
     assert torch.equal(m.linear(x[:4], 16), y[:4].to(torch.bfloat16))
     dense = m.linear(x, 128).double()                    # a prompt tile: the dense copy
@@ -149,21 +156,10 @@ def test_q8_0_head_kernel_is_exact_and_rows_stand_alone():
     n, k = 640, 576
     data = blocks(QT.Q8_0, n, k, 11)
     assert cpu_gemm.q8_head(QT.Q8_0, (n, k)) and not cpu_gemm.q8_head(QT.Q4_0, (n, k))
-    x = torch.randn(11, k, generator=torch.Generator().manual_seed(12)).to(torch.bfloat16)
-    y = cpu_gemm.q8_matmul(x, data, n)
-    exact = x.double() @ dequantize(data, QT.Q8_0, n * k).reshape(n, k).double().T
-    assert (y.double() - exact).abs().max().item() < 1e-5 * exact.abs().max().item()
-    for a, b in ((0, 1), (3, 4), (3, 9), (1, 11), (8, 11)):
-        assert torch.equal(cpu_gemm.q8_matmul(x[a:b], data, n), y[a:b]), (a, b)
+    x, y, _ = _exact_rows_alone(cpu_gemm.q8_matmul, data, QT.Q8_0, n, k, 11, 12)
     other = torch.randn(7, k, generator=torch.Generator().manual_seed(13)).to(torch.bfloat16)
     other[6] = x[1]
     assert torch.equal(cpu_gemm.q8_matmul(other, data, n)[6], y[1])
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert torch.equal(cpu_gemm.q8_matmul(x, data, n), y)
-    finally:
-        torch.set_num_threads(threads)
 
 
 @needs_kernel
