@@ -328,7 +328,8 @@ class Scheduler:
         verdicts, proposals = result
         self.stats.window(sum(sr.n_rows for sr in w.parts))
         self.guard.committed(sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
-                             all(sr.decoding for sr in w.parts), sum(s.seq is not None for s in self.slots),
+                             all(sr.decoding and sr.n_base == 1 for sr in w.parts),    # (no prompt rows)
+                             sum(s.seq is not None for s in self.slots),
                              self.plan.depth(pipelined=False) > 0)
         for sr, v in zip(w.parts, verdicts):
             s = self.slots[sr.slot]

@@ -108,12 +108,18 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     monkeypatch.setattr(draft_guard, "HOLD", 12)
     clocks = []
 
+    seen = []
+
     class Guard(DraftGuard):
         def __init__(self, enabled, clock=None):
             c = Clock(3e-3, 1e-3)
             super().__init__(enabled, c)
             c.guard = self
             clocks.append(c)
+
+        def committed(self, tokens, all_decoding, n_active, drafts_on=True):
+            seen.append(all_decoding)
+            super().committed(tokens, all_decoding, n_active, drafts_on)
     monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     chained, advanced = [0], [0]
     real_chain, real_advance = scheduler.Scheduler._launch_chained, drafts.MtpDrafter.advance
@@ -139,6 +145,10 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
         got = run_together(eng, reqs)["a"]
         tel = eng.latest_telemetry
     assert got.tokens == plain.tokens
+    # the window that reads the prompt (and picks the first token) is not a decode window to the guard: a
+    # long prompt's time must not count as the drafts' (H200, 2026-12-05: a 214 ms prompt window made the first
+    # span of drafts measure 39 tok/s)
+    assert seen[0] is False and seen[-1] is True
     assert chained[0] >= 8                       # paused windows chain
     assert 0 < got.done.drafts_offered < 2 * 60  # drafts ran in the measured spans only
     assert advanced[0] < got.done.windows        # and the drafter skipped the paused windows

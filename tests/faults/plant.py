@@ -215,6 +215,11 @@ FAULTS = [
           "return self.drafter is not None and self.plan.follows and self.guard.drafting",
           "return self.drafter is not None and self.plan.follows",
           ["tests/engine/test_draft_guard.py::test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
+    # the draft guard timing the window that read the prompt as a decode window
+    Fault("guard-counts-prompt-window", "engine/scheduler.py",
+          "all(sr.decoding and sr.n_base == 1 for sr in w.parts)", "all(sr.decoding for sr in w.parts)",
+          ["tests/engine/test_draft_guard.py::"
+           "test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
     # drafts resumed after a pause without the drafter catching up on the paused positions (its KV holes)
     Fault("guard-resume-skips-gap", "engine/scheduler.py",
           "gaps = self._gaps(parts, seqs) if follow else None", "gaps = None",
