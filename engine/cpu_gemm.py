@@ -130,9 +130,11 @@ def available() -> bool:
 
 def describe() -> str:
     """For the effective configuration: which kernels run prompt tiles, a Q8_0 head and Q6_K decode rows."""
+    from engine import cpu_attention           # (it imports this module)
+
     if available():
         return ("prompt tiles on the AVX512-BF16 kernels (weights rounded to bfloat16; attention "
-                + ("too" if os.environ.get("STRATA_CPU_ATTN", "1") != "0" else "on torch's path, STRATA_CPU_ATTN=0")
+                + ("too" if cpu_attention.ENABLED else "on torch's path, STRATA_CPU_ATTN=0")
                 + "), a Q8_0 head and Q6_K decode rows on the file's blocks")
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 

@@ -42,6 +42,13 @@ def guard_mode() -> str:
     return os.environ.get("STRATA_DRAFT_GUARD", "auto")
 
 
+def guards(n_groups: int, chain: bool) -> bool:
+    """Whether a layout of n_groups groups, whose windows chain or not (engine.pipeline.chain_mode), has a
+    guard: one group, and chaining windows (auto) or STRATA_DRAFT_GUARD=1."""
+    mode = guard_mode()
+    return n_groups == 1 and (mode == "1" or (mode == "auto" and chain))
+
+
 class DraftGuard:
     def __init__(self, enabled: bool, clock=time.monotonic):
         self.enabled, self.clock = enabled, clock

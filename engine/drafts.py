@@ -156,7 +156,7 @@ class MtpDrafter:
     def remember(self, hidden: torch.Tensor, slots: list[int], pos: list[int]) -> None:
         """Put rows of the trunk's hidden states (hidden [len(slots), d], in stream order before the next
         window can overwrite them) into the ring at (slot, pos)."""
-        at = [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]
+        at = self._ring_at(slots, pos)
         if len(at) == 1:                           # a lone request: one slice copy, no index to send
             self.ring[at[0]:at[0] + 1].copy_(hidden)
         else:
@@ -173,13 +173,14 @@ class MtpDrafter:
         step = len(rows) if self.graphs is not None else GAP_CHUNK
         for a in range(0, len(rows), step):
             slots, pos, nxt = (list(c) for c in zip(*rows[a:a + step]))
-            h = self.ring[on_device([s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)], self.device)]
+            h = self.ring[on_device(self._ring_at(slots, pos), self.device)]
             if self.trunk_norm is not None:
                 h = rms_norm(h, self.trunk_norm, self.cfg.norm_eps)
-            if self.graphs is not None:
-                self.graphs.run("layer", h, nxt, slots, pos)
-            else:
-                self._layer(on_device(nxt, self.device), h, on_device(slots, self.device), on_device(pos, self.device))
+            self._rows(h, nxt, slots, pos)
+
+    def _ring_at(self, slots: list[int], pos: list[int]) -> list[int]:
+        """The ring's rows of (slot, position) pairs."""
+        return [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]
 
     def capture(self, sizes, depths=()) -> None:
         """Capture the drafter's passes as CUDA graphs on the pipeline's decode tiles (sizes: its

@@ -14,13 +14,13 @@ import torch
 from engine import cpu_gemm, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
-from engine.draft_guard import guard_mode
+from engine.draft_guard import guards
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
 from engine.model_files import MTP_BASE_BYTES, mtp_sidecar, resolve_model
-from engine.pipeline import Pipeline, TileSizes
+from engine.pipeline import Pipeline, TileSizes, chain_mode
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
@@ -195,9 +195,9 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     # and the tile's widest activations (float32)
     ff = max(cfg.n_ff, cfg.shexp_ff, cfg.n_embd)
     work = 0 if on_cpu else max(2 * ff, cfg.vocab_size) * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
-    # the drafter's ring of paused positions (engine.draft_guard guards a lone GPU stage with one group)
+    # the drafter's ring of paused positions, where a draft guard can pause drafts (Scheduler)
     ring = 0
-    if plan.follows and len(devices) == 1 and not on_cpu and len(groups) == 1 and guard_mode() != "0":
+    if plan.follows and guards(len(groups), chain_mode(devices)):
         ring = ring_rows(ctx, config.parallel, cfg.n_embd) * (config.parallel + 1) * cfg.n_embd * 4
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] + ring if plan.mtp else 0) if k == last else 0)

@@ -201,15 +201,15 @@ def fed_in(fed: tuple[list[int], torch.Tensor] | None, a: int, size: int):
     return [at[i] - a for i in inside], sel
 
 
-def chain_mode(stages: list[Stage]) -> bool:
+def chain_mode(devices: list[str]) -> bool:
     """Whether decode windows whose picks the device makes (greedy; sampled where engine.window.samples_on)
     chain on the device (STRATA_CHAIN=auto|1|0): one stage only; by
     default on a GPU, where it hides the host's part of every step behind the next window's kernels (on a
     CPU it saves nothing: the tests turn it on there to check the logic)."""
     mode = os.environ.get("STRATA_CHAIN", "auto")
-    if len(stages) != 1 or mode == "0":
+    if len(devices) != 1 or mode == "0":
         return False
-    return mode == "1" or stages[0].device.type == "cuda"
+    return mode == "1" or devices[0].startswith("cuda")
 
 
 class Pipeline:
@@ -233,7 +233,7 @@ class Pipeline:
         # the finish of a window whose successor is already queued runs on a side stream, so that its
         # host copies wait for its own kernels and not for the successor's
         self.side = [torch.cuda.Stream(s.device) if s.device.type == "cuda" else None for s in stages]
-        self.chain = chain_mode(stages)
+        self.chain = chain_mode([str(s.device) for s in stages])
         self._chain_cond = threading.Condition()
         # chained windows launched while their feeding window's kernels still ran (the device never ran
         # dry between them), and those that came after it had ended (the host's part of a window was

@@ -18,7 +18,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
-from engine.draft_guard import DraftGuard, guard_mode
+from engine.draft_guard import DraftGuard, guards
 from engine.drafts import GAP_MAX, DraftPlan, ring_rows
 from engine.graphs import rows_at
 from engine.pipeline import Pipeline, Rows
@@ -75,8 +75,7 @@ class Scheduler:
         self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque[InFlight] = deque()
-        mode = guard_mode()
-        self.guard = DraftGuard(len(groups) == 1 and (mode == "1" or (mode == "auto" and pipeline.chain)))
+        self.guard = DraftGuard(guards(len(groups), pipeline.chain))
         if self.guard.enabled and drafter is not None and plan.follows:   # paused windows' hidden states
             drafter.keep_ring(ring_rows(ctx, drafter.n_slots, drafter.cfg.n_embd))
             for s in self.slots:

@@ -227,8 +227,8 @@ FAULTS = [
            "test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions"]),
     # the ring keeping a paused row's hidden state at the next position's row
     Fault("drafter-ring-off-by-one", "engine/drafts.py",
-          "at = [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]",
-          "at = [s * self.ring_n + (p + 1) % self.ring_n for s, p in zip(slots, pos)]",
+          "at = self._ring_at(slots, pos)",
+          "at = self._ring_at(slots, [p + 1 for p in pos])",
           ["tests/engine/test_draft_guard.py::"
            "test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions"]),
     # the MTP drafter following every window with drafts off (no chaining, catch-up rows for nothing)
