@@ -26,6 +26,7 @@ from engine.sampling import argmax_pick, has_penalties
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 from engine.window import SlotRows, pick_params, samples_on, verdicts as window_verdicts
+from engine.window_log import WindowLog
 
 # chained windows queued beyond the oldest one in flight (STRATA_CHAIN_DEPTH): at 1 the next window can be
 # built only once the one before the running window has come back, so the host's part of a window
@@ -61,6 +62,9 @@ class InFlight:
     rows: Rows
     chained: bool = False                           # a chained window is queued on this one's picks
     followed: bool = False                          # the drafter caught up on this window's rows
+    launched: float = field(default_factory=time.monotonic)
+    via_chain: bool = False                         # queued on an earlier window's device picks
+    gap_rows: int = 0                               # positions the drafter caught up on before this window
 
 
 class Scheduler:
@@ -76,6 +80,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque[InFlight] = deque()
         self.guard = DraftGuard(guards(len(groups), pipeline.chain))
+        self.window_log = WindowLog()
         if self.guard.enabled and drafter is not None and plan.follows:   # paused windows' hidden states
             drafter.keep_ring(ring_rows(ctx, drafter.n_slots, drafter.cfg.n_embd))
             for s in self.slots:
@@ -230,7 +235,8 @@ class Scheduler:
             self._keep(rows, parts)
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of, follow,
                                                                             gaps))
-        self.inflight.append(InFlight(g, fut, parts, seqs, rows, followed=follow))
+        self.inflight.append(InFlight(g, fut, parts, seqs, rows, followed=follow,
+                                      gap_rows=sum(len(p) for _, p, _ in gaps or ())))
 
     def _gaps(self, parts: list[SlotRows], seqs: dict) -> list | None:
         """Each slot's positions before the window that the drafter missed and its ring still holds, the
@@ -308,7 +314,7 @@ class Scheduler:
         self._keep(rows, parts)
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of, False),
                                    feed=w.rows)
-        self.inflight.append(InFlight(w.group, fut, parts, seqs, rows))
+        self.inflight.append(InFlight(w.group, fut, parts, seqs, rows, via_chain=True))
 
     def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of, follow: bool, gaps=None):
         """Runs on the last stage's thread: verdicts, then (follow) the drafter's catch-up (first on the
@@ -326,6 +332,13 @@ class Scheduler:
     def _commit(self, w: InFlight, result) -> None:
         verdicts, proposals = result
         self.stats.window(sum(sr.n_rows for sr in w.parts))
+        if self.window_log:
+            self.window_log.write(launched=round(w.launched * 1e6), rows=sum(sr.n_rows for sr in w.parts),
+                                  kept=sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
+                                  proposed=sum(len(sr.proposals) for sr in w.parts), chain=w.via_chain,
+                                  followed=w.followed, gaps=w.gap_rows, drafting=self.guard.drafting,
+                                  prompt=not all(sr.decoding for sr in w.parts), active=sum(
+                                      s.seq is not None for s in self.slots))
         self.guard.committed(sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
                              all(sr.decoding and sr.n_base == 1 for sr in w.parts),    # (no prompt rows)
                              sum(s.seq is not None for s in self.slots),
