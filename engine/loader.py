@@ -125,6 +125,12 @@ def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -
     return kernel
 
 
+def _keeps_ring(plan: DraftPlan, groups: list[list[int]], devices: list[str]) -> bool:
+    """Whether the MTP drafter keeps a ring of paused positions (MtpDrafter.keep_ring): where a draft guard
+    can pause its drafts (engine.draft_guard.guards)."""
+    return plan.follows and guards(len(groups), chain_mode(devices))
+
+
 def cpu_threads(devices: list[str], notes: list[str]) -> int:
     """Intra-op threads for each CPU stage's thread; $STRATA_CPU_THREADS overrides. A lone CPU stage
     runs on the compute thread (engine.cpu_thread) on every core. CPU stages beside others share the cores
@@ -197,7 +203,7 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     work = 0 if on_cpu else max(2 * ff, cfg.vocab_size) * cfg.n_embd * 2 + TILE_SIZES["cuda"].prompt * 2 * ff * 4
     # the drafter's ring of paused positions, where a draft guard can pause drafts (Scheduler)
     ring = 0
-    if plan.follows and guards(len(groups), chain_mode(devices)):
+    if _keeps_ring(plan, groups, devices):
         ring = ring_rows(ctx, config.parallel, cfg.n_embd) * (config.parallel + 1) * cfg.n_embd * 4
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] + ring if plan.mtp else 0) if k == last else 0)
@@ -289,6 +295,8 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         last = stages[-1]
         drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
                              else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
+        if _keeps_ring(plan, groups.groups, devices):   # made here, on a lone CPU stage's own thread: see
+            drafter.keep_ring(ring_rows(ctx, config.parallel, cfg.n_embd))     # engine.cpu_thread
     rows_free = all(s.rows_free for s in stages)
     if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices and not rows_free:
         notes.append("drafts on CPU stages: decode rows run one per matmul call there (dense or routed weights: "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
 from engine.draft_guard import DraftGuard, guards
-from engine.drafts import GAP_MAX, DraftPlan, ring_rows
+from engine.drafts import GAP_MAX, DraftPlan
 from engine.graphs import rows_at
 from engine.pipeline import Pipeline, Rows
 from engine.sampling import argmax_pick, has_penalties
@@ -81,9 +81,8 @@ class Scheduler:
         self.inflight: deque[InFlight] = deque()
         self.guard = DraftGuard(guards(len(groups), pipeline.chain))
         self.window_log = WindowLog()
-        if self.guard.enabled and drafter is not None and plan.follows:   # paused windows' hidden states
-            drafter.keep_ring(ring_rows(ctx, drafter.n_slots, drafter.cfg.n_embd))
-            for s in self.slots:
+        if self.guard.enabled and drafter is not None and drafter.ring is not None:   # paused windows' hidden
+            for s in self.slots:                                                          # states (the loader's)
                 s.kept_at = [-1] * drafter.ring_n
 
     # ------------------------------------------------------------------ requests

@@ -78,3 +78,32 @@ def test_a_window_queued_behind_an_unload_fails_instead_of_running(tiny):
     lm.pipeline.close()
     with pytest.raises(RuntimeError, match="unloaded"):
         fut.result(timeout=10)
+
+
+_THREADS_AFTER_A_REQUEST = """
+import os, sys
+from engine.core import EngineCore
+from engine.messages import AddRequest, EngineConfig, LoadModel, SamplingParams
+core = EngineCore(lambda m: None)
+core.handle(LoadModel(config=EngineConfig(model=sys.argv[1], devices="cpu", ctx=4096, spec=int(sys.argv[2]))))
+core.handle(AddRequest(request_id="a", prompt="a b c", sampling=SamplingParams(max_tokens=24, ignore_eos=True)))
+while core.scheduler.has_work:
+    core.step()
+print(len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's threads in /proc")
+def test_drafts_on_a_lone_cpu_stage_start_no_second_openmp_team(synthetic):
+    """With MTP drafts under the draft guard the process holds the same threads as without drafts: every
+    parallel torch op ran on the compute thread (a ring allocated on the engine thread had made a second
+    team there, and a 2-core machine's decode step went from 19 to 36 ms)."""
+    import subprocess
+    import sys
+
+    model = str(synthetic("llama", mtp=1))
+    env = dict(os.environ, STRATA_DRAFT_GUARD="1", STRATA_CHAIN="1")
+    counts = [int(subprocess.run([sys.executable, "-c", _THREADS_AFTER_A_REQUEST, model, str(spec)], env=env,
+                                 capture_output=True, text=True, check=True, timeout=300).stdout.split()[-1])
+              for spec in (1, 3)]
+    assert counts[0] == counts[1], counts

@@ -8,7 +8,7 @@ import torch
 
 from app.local_engine import local_client
 from app.run_requests import run_together
-from engine import draft_guard, drafts, scheduler
+from engine import draft_guard, drafts, loader, scheduler
 from engine.draft_guard import DraftGuard
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
@@ -171,7 +171,7 @@ def _drafter_kv(monkeypatch, model: str, script, ring: bool):
                 self.paused_windows += 1
     monkeypatch.setattr(scheduler, "DraftGuard", Scripted)
     if not ring:
-        monkeypatch.setattr(scheduler, "ring_rows", lambda *a: 0)
+        monkeypatch.setattr(loader, "ring_rows", lambda *a: 0)
     monkeypatch.setenv("STRATA_CHAIN", "1")
     monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
     reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=48))]
