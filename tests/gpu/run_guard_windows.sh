@@ -4,13 +4,19 @@
 # code and edit prompts, one stream, no drafts against --spec 4 under the guard, twice each, interleaved.
 # After run_mtp_train.sh a (carry [".mdl/a"]), at once:
 #   bash tests/gpu/run_guard_windows.sh   carry [".mdl/b", ".mdl/b.sha256", ".wheels", ".whl/llama.gguf"]
+# or in one call on a synthetic model of the default model's shape with a random MTP layer (its drafts are
+# rejected, so the guard pauses them: what paused windows cost beside plain ones):
+#   SYNTH=1 bash tests/gpu/run_guard_windows.sh   carry [".wheels", ".whl/llama.gguf"]
 # Logs to $OUT/log.txt, the window logs to $OUT/w-*.jsonl.
 set -euo pipefail
 mkdir -p .whl && cp .wheels/*.whl .whl/
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 D=/tmp/mdl; MD=$D/SmolLM2-135M-Instruct.Q4_1.gguf
-if [ ! -f $MD ]; then
+if [ -n "${SYNTH:-}" ]; then
+  MD=$M/smol-mtp.gguf
+  $S make-model --arch llama --shape smollm2-135m --mtp 1 --qtype Q4_1 --out $MD >/dev/null
+elif [ ! -f $MD ]; then
   [ -f $D/a ] || { echo "FAIL: the first half is gone (the machine went cold): call run_mtp_train.sh a again"; exit 1; }
   cat $D/a .mdl/b > $MD
   [ "$(sha256sum $MD | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $MD; echo "FAIL: halves do not join"; exit 1; }
