@@ -30,9 +30,10 @@ logged() {   # logged NAME bench-args...: a bench with its window log, then the 
   check "$name" env STRATA_WINDOW_LOG="$OUT/w-$name.jsonl" $G "$@"
   python3 tests/gpu/window_log.py "$OUT/w-$name.jsonl" | tail -n 12
 }
+KINDS=${KINDS:-code edit}; [ -z "${SYNTH:-}" ] || KINDS=${KINDS_SYNTH:-code}   # (random drafts: one kind says it)
 for round in 1 2; do
   step "round $round"
-  for kind in code edit; do
+  for kind in $KINDS; do
     logged "$kind-plain-$round" --prompt-kind $kind
     logged "$kind-guard-$round" --prompt-kind $kind --spec 4
   done
