@@ -7,11 +7,11 @@ import json
 import os
 import time
 
-PATH = os.environ.get("STRATA_WINDOW_LOG", "")
 
 
 class WindowLog:
-    def __init__(self, path: str = PATH):
+    def __init__(self, path: str | None = None):
+        path = os.environ.get("STRATA_WINDOW_LOG", "") if path is None else path
         self.f = open(path, "a", buffering=1) if path else None
 
     def __bool__(self) -> bool:

@@ -14,7 +14,7 @@ def kind(w: dict) -> str:
     if w["prompt"]:
         return "prompt"
     if w["proposed"]:
-        return "drafts" + (f" +catch-up" if w["gaps"] else "")
+        return "drafts" + (" +catch-up" if w["gaps"] else "")
     if w["chain"]:
         return "chained"
     return "followed" if w["followed"] else "plain"
