@@ -56,16 +56,17 @@ class DraftGraphs:
                 for name, body in bodies:
                     self.graphs[name, rows] = TileGraph(body, rows, d.cfg.n_embd, scratch_slot, d.device)
 
-    def run(self, name: str, x: torch.Tensor, tok, slots: list[int], pos: list[int]) -> list[torch.Tensor]:
+    def run(self, name: str, x: torch.Tensor, tok, slots: list[int], pos) -> list[torch.Tensor]:
         """The named pass over len(slots) rows, tile by tile: its outputs for those rows (copies).
-        tok: token ids (a host list or a device tensor), or None for `pick`."""
+        tok: token ids (a host list or a device tensor), or None for `pick`; pos: a host list or a device
+        tensor (a chained draft window's positions, engine.draft_chain)."""
         if isinstance(tok, list):
             tok = torch.tensor(tok, dtype=torch.long)
         parts = []
         for a, size, m in self.sizes.tiles(len(slots), prompt=False):
             pad = size - m
             slot = torch.tensor(slots[a:a + m] + [self.scratch] * pad, dtype=torch.long)
-            p = torch.tensor(pos[a:a + m] + [0] * pad, dtype=torch.long)
+            p = pos[a:a + m] if isinstance(pos, torch.Tensor) else torch.tensor(pos[a:a + m] + [0] * pad, dtype=torch.long)
             t = None
             if tok is not None:
                 t = tok[a:a + m]

@@ -286,6 +286,20 @@ class MtpDrafter:
         i = iter(zip(toks, probs))
         return _cut([(s, *next(i)) for chains, _, _ in steps for s in chains], min_p)
 
+    @torch.inference_mode()
+    def on_device(self, trunk: torch.Tensor, picks: torch.Tensor, toks: torch.Tensor, slots: list[int],
+                  pos: torch.Tensor, starts: list[int], lens: list[int], depth: int, gaps=None) -> DeviceDrafts:
+        """A window's verdict and the drafter's next proposals, queued on the device with no host wait (a
+        chained draft window's, engine.draft_chain): the window's real rows are k slots' runs (slot i's rows
+        starts[i] .. starts[i] + lens[i] - 1: its current token, then proposals), with trunk hidden states
+        `trunk`, token ids `toks`, positions `pos` and the target's greedy picks `picks` (device tensors);
+        slots: each row's slot. The drafter runs over every row (rows past a slot's kept ones write its KV
+        at positions the next window writes again before any row reads them), then chains `depth`
+        proposals from each slot's last kept row. gaps: as in advance, caught up first."""
+        if gaps:
+            self.catch_up(gaps)
+        return _mtp_on_device(self, trunk, picks, toks, slots, pos, starts, lens, depth)
+
     def _advance_whole(self, trunk, nxt, slots, pos, idx, live, at, depth: int, min_p: float) -> dict[int, list[int]]:
         """advance's graph path where every chain has room for `depth` proposals: the catch-up rows with
         their proposals in one replay (`step`), the chains' later steps in one more (`chainN`)."""
@@ -298,6 +312,52 @@ class MtpDrafter:
             tok, p = tok[:, None], p[:, None]
         toks, probs = tok.T.tolist(), p.T.tolist()                # the chain's one trip to the host
         return _cut([(s, toks[k][i], probs[k][i]) for k in range(depth) for i, s in enumerate(live)], min_p)
+
+
+class DeviceDrafts:
+    """MtpDrafter.on_device's result, every tensor on the drafter's device: kept [k] (1 + the proposals
+    the picks confirmed, per slot), tokens [k, depth + 1] (each slot's next window: the pick after its
+    last kept row, then depth proposals) and at [k] (that window's first position)."""
+
+    def __init__(self, kept: torch.Tensor, tokens: torch.Tensor, at: torch.Tensor):
+        self.kept, self.tokens, self.at = kept, tokens, at
+
+
+def _mtp_on_device(d: MtpDrafter, trunk: torch.Tensor, picks: torch.Tensor, toks: torch.Tensor, slots: list[int],
+                   pos: torch.Tensor, starts: list[int], lens: list[int], depth: int) -> DeviceDrafts:
+    """MtpDrafter.on_device's work (see there)."""
+    n, k = picks.shape[0], len(starts)
+    dev = picks.device
+    longest = max(lens) - 1
+    if longest > 0:        # row starts[i] + j's proposal (toks at the row after) confirmed by its pick
+        ok = torch.cat((picks[:-1] == toks[1:], picks.new_zeros(1, dtype=torch.bool)))
+        at = [[a + j if j < m - 1 else n - 1 for j in range(longest)] for a, m in zip(starts, lens)]
+        kept = 1 + ok[on_device(at, dev)].long().cumprod(dim=1).sum(dim=1)
+    else:
+        kept = torch.ones(k, dtype=torch.long, device=dev)
+    if d.trunk_norm is not None:
+        trunk = rms_norm(trunk, d.trunk_norm, d.cfg.norm_eps)
+    if d.graphs is not None:
+        g, tok, _ = d.graphs.run("step", trunk, picks, slots, pos)
+    else:
+        g = d._layer(picks, trunk, on_device(slots, dev), pos)
+        tok, _ = d._pick(g)
+    last = on_device(starts, dev) + kept - 1          # each slot's last kept row starts its chain
+    h, first, nxt = g[last], tok[last], pos[last] + 1
+    chain = [picks[last][:, None], first[:, None]]
+    live = [slots[a] for a in starts]
+    if depth > 1 and d.graphs is not None and depth - 1 in d.graphs.chains:
+        chain.append(d.graphs.run(f"chain{depth - 1}", h, first, live, nxt)[0])
+    else:
+        t = first
+        for step in range(depth - 1):
+            if d.graphs is not None:
+                h, t, _ = d.graphs.run("step", h, t, live, nxt + step)
+            else:
+                h = d._layer(t, h, on_device(live, dev), nxt + step)
+                t, _ = d._pick(h)
+            chain.append(t[:, None])
+    return DeviceDrafts(kept, torch.cat(chain, dim=1), nxt)
 
 
 def _cut(made: list[tuple[int, int, float]], min_p: float) -> dict[int, list[int]]:

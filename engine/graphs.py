@@ -98,29 +98,38 @@ class TileGraph:
         return self.outputs
 
     def replay(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
-               tok: torch.Tensor | None = None, fed: tuple[list[int], torch.Tensor] | None = None) -> tuple:
+               tok: torch.Tensor | None = None, fed: tuple[list[int], torch.Tensor] | None = None,
+               fed_pos: tuple[list[int], torch.Tensor] | None = None) -> tuple:
         """Copy the inputs in and replay; returns the graph's own output buffers. slot and pos hold all
         the tile's rows (the caller pads them); x and tok may hold fewer rows (the others keep earlier
         values, read only by padding rows) and may be device tensors (no host wait). x None (a graph
-        with embed): the rows are tok's embeddings, fed (rows, device token ids) put over tok's rows."""
+        with embed): the rows are tok's embeddings, fed (rows, device token ids) put over tok's rows.
+        pos may be a device tensor of the real rows (the padding rows' positions are then 0), and fed_pos
+        (rows, device positions) goes over pos's rows (a chained draft window's, engine.draft_chain)."""
         n = slot.shape[0]
+        dev_pos = pos.device != slot.device
         if x is not None:
             self.x[:x.shape[0]].copy_(x, non_blocking=True)
         count = torch.zeros((2, n), dtype=torch.long)
         count[0, 0] = n_real
         count[1, 0] = x is None
         host_tok = tok is not None and tok.device == slot.device
-        rows = [slot, pos, count[0], tok if host_tok else count[1].new_zeros(n), count[1]]
+        zeros = count[1].new_zeros(n)
+        rows = [slot, zeros if dev_pos else pos, count[0], tok if host_tok else zeros, count[1]]
         self.meta[:, :n].copy_(staged(torch.stack(rows), self.meta.device), non_blocking=True)
+        if dev_pos:
+            self.pos[:pos.shape[0]].copy_(pos, non_blocking=True)
         if tok is not None and not host_tok:
             self.tok[:tok.shape[0]].copy_(tok, non_blocking=True)
         if fed is not None:
             put_rows(self.tok, *fed)
+        if fed_pos is not None:
+            put_rows(self.pos, *fed_pos)
         return self._replay()
 
     def run(self, x: torch.Tensor | None, slot: torch.Tensor, pos: torch.Tensor, n_real: int,
-            tok: torch.Tensor | None = None, fed=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+            tok: torch.Tensor | None = None, fed=None, fed_pos=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A stage tile: (hidden out, the real rows' logits where the graph runs the head, else None),
         both copies: the next replay reuses the graph's buffers."""
-        out, logits = self.replay(x, slot, pos, n_real, tok, fed)
+        out, logits = self.replay(x, slot, pos, n_real, tok, fed, fed_pos)
         return out.clone(), (logits[:n_real].clone() if logits is not None else None)

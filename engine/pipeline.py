@@ -133,6 +133,11 @@ class Rows:
     pre: tuple | None = None             # (y, made, marks): launched early, while its feeding window finished
     decode_from: int = 0                 # the padded index where the decode rows' tiles begin
     keep: Callable | None = None         # keep(hidden): called on the last stage before a successor is queued
+    # chained draft windows (engine.draft_chain): device_next(hidden, logits_of) queues the window's verdict
+    # and the drafter on the device and returns the next window's token ids and positions there (`picks`,
+    # `next_pos`, for its real rows), so a window built on this one needs no host wait
+    device_next: Callable | None = None
+    next_pos: torch.Tensor | None = None
 
     @classmethod
     def build(cls, tokens: list[int], slots: list[int], positions: list[int], sizes: TileSizes,
@@ -269,16 +274,19 @@ class Pipeline:
         if stream is not None:      # GPU busy time: events around this window's work on the stream
             marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             marks[0].record(stream)
-        fed = None
+        fed = fed_pos = None
         if x is None and rows.feed is not None:      # the feeding window's picks, on the device, at the real rows
             fed = (rows.index, rows.feed.picks)
+            if rows.feed.next_pos is not None:       # and a chained draft window's positions
+                fed_pos = (rows.index, rows.feed.next_pos)
             rows.feed = None               # (windows would otherwise hold every earlier one of a chain)
         elif x is not None:
             x = x.to(stage.device, non_blocking=True)
         with torch.inference_mode():
             # the first stage embeds each tile's token ids itself (inside the tile's graph where it has one)
             outs = [stage.forward_logits(x[a:a + size], tile) if x is not None else
-                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size))
+                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size),
+                                         fed_in(fed_pos, a, size))
                     for a, size, tile in rows.tiles()]
             y = torch.cat([o[0] for o in outs]) if len(outs) > 1 else outs[0][0]
             # logits the graphs already made (last stage, decode tiles), by tile start
@@ -314,8 +322,11 @@ class Pipeline:
                         rows.keep(hidden)
                     logits_of = WindowLogits(lambda idx: self._logits(stage, rows, y, idx, made))
                     nxt = None
-                    if self.chain and rows.pick_idx is not None:
-                        rows.picks = logits_of.picks(rows.pick_idx, rows.pick_params)
+                    if self.chain and (rows.pick_idx is not None or rows.device_next is not None):
+                        if rows.device_next is not None:      # a draft window's verdict and drafts, queued
+                            rows.picks, rows.next_pos = rows.device_next(hidden, logits_of)
+                        else:
+                            rows.picks = logits_of.picks(rows.pick_idx, rows.pick_params)
                         if stream is not None:
                             marks[1].record(stream)
                             done = torch.cuda.Event()

@@ -18,6 +18,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
+from engine.draft_chain import DraftStep, can_chain_drafts
 from engine.draft_guard import DraftGuard, guards
 from engine.drafts import GAP_MAX, DraftPlan
 from engine.graphs import rows_at
@@ -65,6 +66,7 @@ class InFlight:
     launched: float = field(default_factory=time.monotonic)
     via_chain: bool = False                         # queued on an earlier window's device picks
     gap_rows: int = 0                               # positions the drafter caught up on before this window
+    step: DraftStep | None = None                   # a draft window whose successor can chain (engine.draft_chain)
 
 
 class Scheduler:
@@ -81,6 +83,8 @@ class Scheduler:
         self.inflight: deque[InFlight] = deque()
         self.guard = DraftGuard(guards(len(groups), pipeline.chain))
         self.window_log = WindowLog()
+        # (a chain proposes the full depth: no min_p cut, which the host's drafter makes)
+        self.chain_drafts = can_chain_drafts(pipeline, drafter, conv_kernel) and plan.source == "mtp" and plan.min_p <= 0
         if self.guard.enabled and drafter is not None and drafter.ring is not None:   # paused windows' hidden
             for s in self.slots:                                                          # states (the loader's)
                 s.kept_at = [-1] * drafter.ring_n
@@ -166,7 +170,7 @@ class Scheduler:
         while grew:                                     # chain on the windows just chained, up to the depth
             grew = False
             for w in list(self.inflight):
-                if busy[w.group] <= CHAIN_DEPTH and self._chainable(w):
+                if busy[w.group] <= CHAIN_DEPTH and (self._chainable(w) or self._drafts_chainable(w)):
                     busy[w.group] += 1
                     self._launch_chained(w)
                     grew = True
@@ -232,10 +236,17 @@ class Scheduler:
         gaps = self._gaps(parts, seqs) if follow else None
         if not follow:
             self._keep(rows, parts)
-        fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of, follow,
-                                                                            gaps))
+        step = None
+        if follow and self._drafts_chain(parts, seqs, depth):
+            step = DraftStep(self.drafter, [sr.slot for sr in parts], [sr.n_rows for sr in parts], depth,
+                             tokens=tokens, positions=poss, gaps=gaps)
+            rows.device_next = step.run
+            fut = self.pipeline.submit(rows, lambda h, logits_of: step.finish(seqs))
+        else:
+            fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, depth, h, logits_of,
+                                                                                follow, gaps))
         self.inflight.append(InFlight(g, fut, parts, seqs, rows, followed=follow,
-                                      gap_rows=sum(len(p) for _, p, _ in gaps or ())))
+                                      gap_rows=sum(len(p) for _, p, _ in gaps or ()), step=step))
 
     def _gaps(self, parts: list[SlotRows], seqs: dict) -> list | None:
         """Each slot's positions before the window that the drafter missed and its ring still holds, the
@@ -278,6 +289,22 @@ class Scheduler:
             return None
         return pick_params([(i, seqs[sr.slot].params, sr.pick_positions[0]) for i, sr in enumerate(parts)])
 
+    def _drafts_chain(self, parts: list[SlotRows], seqs: dict, depth: int) -> bool:
+        """Whether a draft window's successor can chain on it (engine.draft_chain): MTP drafts where they
+        chain, every slot decoding its current token with greedy picks and room in the context for the
+        next window's rows and drafts."""
+        return self.chain_drafts and depth > 0 and all(
+            sr.decoding and sr.n_base == 1 and argmax_pick(seqs[sr.slot].params) and seqs[sr.slot].logits is None
+            and sr.first_pos + sr.n_rows + 2 * depth + 2 < self.ctx for sr in parts)
+
+    def _drafts_chainable(self, w: InFlight) -> bool:
+        """Whether the group's next draft window can go now, on w's device verdict and drafts: as
+        _chainable, with drafts still on at w's depth and room for a window more past those in flight."""
+        d = w.step.depth if w.step is not None else 0
+        if w.step is None or w.chained or not self._follows() or self._depth() != d:
+            return False
+        return self._group_may_chain(w, lambda s: s.n_cached + (s.in_flight + 1) * (d + 1) + 2 * d + 2 < self.ctx)
+
     def _chainable(self, w: InFlight) -> bool:
         """Whether the group's next window can go now, on w's device picks: w's rows are all decode picks
         the device makes (greedy, or sampled there) and it is the group's latest window, every sequence in
@@ -285,6 +312,11 @@ class Scheduler:
         a window."""
         if w.rows.pick_idx is None or w.chained or not self._chains(self._depth()):
             return False
+        return self._group_may_chain(w)
+
+    def _group_may_chain(self, w: InFlight, room=lambda s: True) -> bool:
+        """w is the group's latest window, every sequence in it may take a token more than its windows in
+        flight give (and room(slot) holds), and no other slot of the group waits for a window."""
         members = {sr.slot for sr in w.parts}
         for i in self.groups[w.group]:
             s = self.slots[i]
@@ -294,13 +326,16 @@ class Scheduler:
                 continue
             seq = w.seqs[i]
             if (s.seq is not seq or seq.cancelled or not 1 <= s.in_flight <= CHAIN_DEPTH
-                    or seq.room() < s.in_flight + 1):
+                    or seq.room() < s.in_flight + 1 or not room(s)):
                 return False
         return True
 
     def _launch_chained(self, w: InFlight) -> None:
-        """w's group's next window: each slot's next position, its token w's pick (on the device)."""
+        """w's group's next window: each slot's next position, its token w's pick (on the device); after a
+        draft window, each slot's next rows from w's device verdict and drafts."""
         w.chained = True
+        if w.step is not None:
+            return self._launch_chained_drafts(w)
         parts = [SlotRows(sr.slot, j, sr.first_pos + 1, 1, True) for j, sr in enumerate(w.parts)]
         for sr in parts:
             self.slots[sr.slot].in_flight += 1
@@ -314,6 +349,22 @@ class Scheduler:
         fut = self.pipeline.submit(rows, lambda h, logits_of: self._finish(parts, seqs, 0, h, logits_of, False),
                                    feed=w.rows)
         self.inflight.append(InFlight(w.group, fut, parts, seqs, rows, via_chain=True))
+
+    def _launch_chained_drafts(self, w: InFlight) -> None:
+        """The next draft window on w's device verdict and drafts: each slot's rows (its next token, then
+        the drafts, at positions the host learns from w's finish) come from the device."""
+        step = w.step.chained()
+        width = step.depth + 1
+        parts = [SlotRows(sl, i * width, -1, 1, True) for i, sl in enumerate(step.slots)]   # (filled by finish)
+        for sl in step.slots:
+            self.slots[sl].in_flight += 1
+        n = width * len(step.slots)
+        rows = Rows.build([0] * n, [sl for sl in step.slots for _ in range(width)], [0] * n,
+                          self.pipeline.tiles, self.pipeline.scratch_slot, [False] * n)
+        rows.device_next = step.run
+        seqs = dict(w.seqs)
+        fut = self.pipeline.submit(rows, lambda h, logits_of: step.finish(seqs), feed=w.rows)
+        self.inflight.append(InFlight(w.group, fut, parts, seqs, rows, followed=True, via_chain=True, step=step))
 
     def _finish(self, parts: list[SlotRows], seqs: dict, depth: int, hidden, logits_of, follow: bool, gaps=None):
         """Runs on the last stage's thread: verdicts, then (follow) the drafter's catch-up (first on the
@@ -329,7 +380,9 @@ class Scheduler:
         return verdicts, proposals
 
     def _commit(self, w: InFlight, result) -> None:
-        verdicts, proposals = result
+        verdicts, proposals = result[:2]
+        if len(result) > 2:                 # a chained draft window's rows, known from its finish
+            w.parts = result[2]
         self.stats.window(sum(sr.n_rows for sr in w.parts))
         if self.window_log:
             self.window_log.write(launched=round(w.launched * 1e6), rows=sum(sr.n_rows for sr in w.parts),
@@ -355,10 +408,11 @@ class Scheduler:
             if read_to > sr.first_pos:
                 self.stats.prompt_read(seq, read_to - sr.first_pos, read_to, self.emit)
             if sr.decoding:
+                offered = min(len(sr.proposals), max(0, seq.room() - 1))    # (a chain's drafts past the end: none)
                 taken = seq.accept(v.picks[:v.kept])
                 if v.logits is not None:
                     seq.keep_logits(v.logits, len(taken))
-                self.stats.decoded(seq, s.index, taken, len(sr.proposals), v.kept - 1, self.emit)
+                self.stats.decoded(seq, s.index, taken, offered, min(v.kept - 1, offered), self.emit)
                 s.proposals = [] if seq.finished else proposals.get(sr.slot, [])
             s.cached_tokens = self._reusable(seq, s.n_cached)
             if seq.cancelled:

@@ -123,10 +123,11 @@ class Stage:
         return self.forward_logits(x, tile)[0]
 
     def forward_logits(self, x: torch.Tensor | None, tile: Tile, tok: torch.Tensor | None = None,
-                       fed=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                       fed=None, fed_pos=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(hidden out, float32 logits of the tile's real rows where its graph runs the head, else None).
         x None (the first stage): the tile's token ids tok (fed: (rows, device ids) over some of them)
-        are embedded here, inside the tile's graph where it has one."""
+        are embedded here, inside the tile's graph where it has one. fed_pos: (rows, device positions)
+        over some of the tile's positions (a chained draft window's, engine.draft_chain)."""
         n = x.shape[0] if x is not None else tok.shape[0]
         if self.graphed(n):
             if n not in self._graphs:
@@ -134,10 +135,13 @@ class Stage:
             g = self._graphs[n]
             if x is None and g.embed is None:        # (STRATA_GRAPH_EMBED=0: embedded before the graph)
                 x, tok, fed = self.embed(tok, fed), None, None
-            return g.run(x, tile.slot, tile.pos, tile.n_real, tok, fed)
+            return g.run(x, tile.slot, tile.pos, tile.n_real, tok, fed, fed_pos)
         x = self.embed(tok, fed) if x is None else x.to(self.device)
-        return self._forward(x, Tile(on_device(tile.slot, self.device), on_device(tile.pos, self.device), tile.n_real,
-                                     per_row=tile.per_row)), None
+        pos = on_device(tile.pos, self.device)
+        if fed_pos is not None:
+            pos = pos.clone() if pos is tile.pos else pos
+            put_rows(pos, *fed_pos)
+        return self._forward(x, Tile(on_device(tile.slot, self.device), pos, tile.n_real, per_row=tile.per_row)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer

@@ -41,6 +41,7 @@ GM = "tests/engine/test_cpu_gemm.py::"
 CA = "tests/engine/test_cpu_attention.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
 HY = "tests/engine/test_hybrid.py::"
+DC = "tests/engine/test_draft_chain.py::"
 
 
 @dataclass
@@ -405,6 +406,14 @@ FAULTS = [
     # only: tests/engine/test_q4k_mma.py, the groups-a-warp and rows tests)
     Fault("q4k-mma-groups-overlap", "engine/kernels/q4k_mma.py",
           "n = ng * (16 * TM) + to * 16 + lo // 4", "n = ng * (16 * TM) + to * 8 + lo // 4", []),
+    # chained draft windows: the drafter's chain starting from each slot's first row, not its last kept one
+    Fault("chained-drafts-first-row", "engine/drafts.py",
+          "last = on_device(starts, dev) + kept - 1", "last = on_device(starts, dev) + kept * 0",
+          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
+    # chained draft windows: the next window's rows one position past the device's kept ones
+    Fault("chained-drafts-positions-ahead", "engine/draft_chain.py",
+          "nxt = (self.out.at[:, None] + torch.arange", "nxt = (self.out.at[:, None] + 1 + torch.arange",
+          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.

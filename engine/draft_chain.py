@@ -1,0 +1,109 @@
+"""Chained draft windows: a window with MTP drafts whose successor is queued on the device, like a chained
+greedy window's (engine.pipeline, engine.scheduler).
+
+Without it a draft window cannot chain: its verdict and the drafter's next proposals go to the host before
+the next window can be built, so the device idles for the host's part of every window (H200, SmolLM2's
+shape, one stream: 2.4-2.8 ms a window with drafts against 0.7-0.9 ms for a chained one without, issue 17).
+Here the last stage queues the window's verdict (each slot's kept count from the device's greedy picks),
+the drafter over the window's rows and its chain from each slot's last kept row on the device
+(engine.drafts.MtpDrafter.on_device), and the next window embeds those tokens at those positions
+(Rows.picks and Rows.next_pos) without waiting; the host learns each window's picks, kept counts and the
+next window's rows from one copy per window, one window late.
+
+Only greedy picks (argmax: no sampling, no penalties), MTP proposals alone (no prompt lookup, no replay),
+one decode row plus proposals per slot, models without delta net state rings, and stages whose decode
+tiles take device positions (a GPU stage's graphs, or a CPU stage). Tokens never depend on it: every
+proposal is verified against the target's own pick, as on the host.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from engine.graphs import on_device
+from engine.window import SlotRows, SlotVerdict, verdict
+
+
+def chain_drafts_mode() -> bool:
+    """STRATA_CHAIN_DRAFTS: 1 (default: draft windows chain where windows chain), 0 (they never do)."""
+    return os.environ.get("STRATA_CHAIN_DRAFTS", "1") != "0"
+
+
+def can_chain_drafts(pipeline, drafter, conv_kernel: int) -> bool:
+    """Whether this pipeline's draft windows can chain: windows chain (Pipeline.chain), the drafter is an
+    MTP layer that takes device positions (its graphs on a GPU, or a CPU's eager passes), and the last
+    stage's decode tiles take them too."""
+    if not (chain_drafts_mode() and pipeline.chain and drafter is not None and not conv_kernel
+            and hasattr(drafter, "on_device")):
+        return False
+    stage = pipeline.stages[-1]
+    if stage.device.type == "cpu":
+        return drafter.device.type == "cpu"
+    return drafter.graphs is not None and all(stage.graphed(n) for n in pipeline.tiles.decode_sizes())
+
+
+class DraftStep:
+    """One draft window's device work (run, on the last stage's thread) and what its finish tells the host.
+    prev: the window it is chained on (then its rows are prev's next rows: depth + 1 per slot, learnt
+    from prev's finish), else the host built it (tokens, positions: its real rows)."""
+
+    def __init__(self, drafter, slots: list[int], lens: list[int], depth: int, prev: DraftStep | None = None,
+                 tokens: list[int] | None = None, positions: list[int] | None = None, gaps=None):
+        self.drafter, self.slots, self.lens, self.depth, self.prev = drafter, slots, lens, depth, prev
+        self.tokens, self.positions, self.gaps = tokens, positions, gaps
+        self.starts = [sum(lens[:i]) for i in range(len(lens))]
+        self.report: torch.Tensor | None = None
+        self.out = None                             # after run: engine.drafts.DeviceDrafts
+        self.next_tokens: list[list[int]] = []      # after finish: each slot's next window's tokens
+        self.next_at: list[int] = []                # and its first position
+
+    def chained(self) -> DraftStep:
+        """The step of the window chained on this one."""
+        return DraftStep(self.drafter, self.slots, [self.depth + 1] * len(self.slots), self.depth, prev=self)
+
+    def run(self, hidden: torch.Tensor, logits_of) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queue the verdict and the drafter (nothing waits for the device): the next window's token ids
+        and positions, its real rows in order (Rows.picks, Rows.next_pos)."""
+        n = sum(self.lens)
+        picks = logits_of.argmax(list(range(n)))
+        dev = picks.device
+        if self.prev is None:
+            toks, pos = on_device(self.tokens, dev), on_device(self.positions, dev)
+        else:
+            out, self.prev.out = self.prev.out, None
+            toks = out.tokens.reshape(-1)
+            pos = (out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1)
+        rows = [s for s, m in zip(self.slots, self.lens) for _ in range(m)]
+        with torch.inference_mode():
+            self.out = self.drafter.on_device(hidden, picks, toks, rows, pos, self.starts, self.lens, self.depth,
+                                              self.gaps)
+            self.report = torch.cat((picks, self.out.kept, self.out.tokens.reshape(-1), self.out.at))
+            nxt = (self.out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1)
+        return self.out.tokens.reshape(-1), nxt
+
+    def finish(self, seqs: dict) -> tuple[list[SlotVerdict], dict[int, list[int]], list[SlotRows]]:
+        """On the last stage's thread, once the window's own kernels are queued: (verdicts, each slot's
+        next proposals, the window's rows as the host now knows them). The one wait for the device."""
+        vals = self.report.tolist()
+        self.report = None
+        n, k, w = sum(self.lens), len(self.slots), self.depth + 1
+        picks, kept = vals[:n], vals[n:n + k]
+        flat = vals[n + k:n + k + k * w]
+        self.next_tokens = [flat[i * w:(i + 1) * w] for i in range(k)]
+        self.next_at = vals[n + k + k * w:]
+        parts, out = [], []
+        for i, (slot, a, m) in enumerate(zip(self.slots, self.starts, self.lens)):
+            if self.tokens is not None:
+                first, props = self.positions[a], self.tokens[a + 1:a + m]
+            else:       # (prev's finish came first: windows finish in order on the last stage's thread)
+                first, props = self.prev.next_at[i], self.prev.next_tokens[i][1:]
+            sr = SlotRows(slot, a, first, 1, True, props)
+            v = verdict(sr, None, seqs[slot].params, picks[a:a + m])
+            if v.kept != kept[i]:
+                raise RuntimeError(f"chained drafts: the device kept {kept[i]} rows of slot {slot}, the host {v.kept}")
+            parts.append(sr)
+            out.append(v)
+        self.prev = None                            # (a chain holds no older windows)
+        return out, {slot: t[1:] for slot, t in zip(self.slots, self.next_tokens)}, parts
+

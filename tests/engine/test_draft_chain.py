@@ -1,0 +1,96 @@
+"""Chained draft windows (engine.draft_chain): a draft window's verdict and the drafter's next proposals
+queued on the device, the next window built on them without a host wait. On by default where windows
+chain (a GPU stage); here forced on a CPU stage (STRATA_CHAIN=1), where the logic is the same, and
+compared token for token, and draft for draft, with the host's draft windows (STRATA_CHAIN_DRAFTS=0). On a
+machine with a GPU they run there (tests/gpu/run_chain_drafts.sh)."""
+from __future__ import annotations
+
+import pytest
+
+import torch
+
+from app.local_engine import local_client
+from app.run_requests import run_together
+from engine import scheduler
+from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+
+DEVICES = "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def req(rid, prompt, n=12, **kw):
+    return AddRequest(request_id=rid, prompt=prompt, sampling=SamplingParams(max_tokens=n, **kw))
+
+
+@pytest.fixture()
+def chained_drafts(monkeypatch):
+    """[draft windows launched on a window's device drafts, the most windows in flight when one was]"""
+    count = [0, 0]
+    real = scheduler.Scheduler._launch_chained_drafts
+
+    def counting(self, w):
+        count[0] += 1
+        count[1] = max(count[1], len(self.inflight))
+        return real(self, w)
+    monkeypatch.setattr(scheduler.Scheduler, "_launch_chained_drafts", counting)
+    return count
+
+
+def run(model, reqs, chain_drafts: str, monkeypatch, spec=4, parallel=2):
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")          # drafts every window
+    monkeypatch.setenv("STRATA_CHAIN_DRAFTS", chain_drafts)
+    with local_client(EngineConfig(model=model, parallel=parallel, spec=spec, devices=DEVICES)) as eng:
+        return run_together(eng, reqs)
+
+
+def same(got, base, reqs):
+    for r in reqs:
+        a, b = got[r.request_id], base[r.request_id]
+        assert a.tokens == b.tokens, r.request_id
+        assert a.done.finish_reason == b.done.finish_reason, r.request_id
+        # the same drafts offered and kept, in the same number of windows
+        assert (a.done.drafts_offered, a.done.drafts_accepted, a.done.windows) == \
+               (b.done.drafts_offered, b.done.drafts_accepted, b.done.windows), r.request_id
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_chained_draft_windows_keep_every_token_and_draft(counting, synthetic, monkeypatch, chained_drafts, depth):
+    """A model whose drafts are all kept (the counting model: 5 tokens a window at --spec 4) and one whose
+    drafts are all rejected (random MTP layer); EOS on, max_tokens inside a window, a stop string, more
+    requests than slots (slots reused after chained windows), a sampled request beside greedy ones (its
+    windows draft on the host); one and two chained windows beyond the oldest in flight."""
+    monkeypatch.setattr(scheduler, "CHAIN_DEPTH", depth)
+    for model, n_chained in ((str(counting("llama")), 5), (str(synthetic("llama", mtp=1)), 30)):
+        reqs = [req("a", "the first request", n=24), req("b", "another one here", n=7),
+                req("c", "a third, with eos", n=30, ignore_eos=False), req("e", "the last request", n=17)]
+        base = run(model, reqs, "0", monkeypatch)
+        assert chained_drafts[0] == 0
+        stop = base["a"].text[len(base["a"].text) // 2:][:3]
+        reqs += [req("f", "the first request", n=24, stop=[stop]),
+                 req("s", "sampled beside them", n=10, temperature=0.8, seed=4)]
+        base.update(run(model, reqs[-2:], "0", monkeypatch))
+        got = run(model, reqs, "1", monkeypatch)
+        assert chained_drafts[0] >= n_chained and chained_drafts[1] == depth, model
+        same(got, base, reqs)
+        assert got["f"].done.finish_reason == "stop" and stop not in got["f"].text
+        chained_drafts[:] = [0, 0]
+
+
+def test_a_chained_draft_window_ends_where_the_context_does(counting, monkeypatch, chained_drafts):
+    """Windows near the end of the context stop chaining (their rows and the drafter's chain must fit):
+    the same tokens up to the context's end as the host's draft windows."""
+    model = str(counting("llama"))
+    reqs = [req("a", "the first request", n=200)]
+
+    def at_ctx(chain_drafts):
+        monkeypatch.setenv("STRATA_CHAIN", "1")
+        monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+        monkeypatch.setenv("STRATA_CHAIN_DRAFTS", chain_drafts)
+        with local_client(EngineConfig(model=model, parallel=1, spec=4, ctx=64, devices=DEVICES)) as eng:
+            return run_together(eng, reqs)
+    base = at_ctx("0")
+    got = at_ctx("1")
+    assert chained_drafts[0] >= 5
+    same(got, base, reqs)
+    assert got["a"].done.finish_reason == "length"
