@@ -26,8 +26,9 @@ from engine.window import SlotRows, SlotVerdict, verdict
 
 
 def chain_drafts_mode() -> bool:
-    """STRATA_CHAIN_DRAFTS: 1 (default: draft windows chain where windows chain), 0 (they never do)."""
-    return os.environ.get("STRATA_CHAIN_DRAFTS", "1") != "0"
+    """STRATA_CHAIN_DRAFTS: 1 (draft windows chain where windows chain), 0 (default until measured on a GPU:
+    they never do)."""
+    return os.environ.get("STRATA_CHAIN_DRAFTS", "0") == "1"
 
 
 def can_chain_drafts(pipeline, drafter, conv_kernel: int) -> bool:

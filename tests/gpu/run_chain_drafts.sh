@@ -33,10 +33,10 @@ for round in 1 2; do
     step "round $round: $name"
     logged "$name-plain-$round" $model
     STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=0 logged "$name-host-$round" $model --spec 4
-    STRATA_DRAFT_GUARD=0 logged "$name-chained-$round" $model --spec 4
+    STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=1 logged "$name-chained-$round" $model --spec 4
   done
 done
-export STRATA_DRAFT_GUARD_LOG=1
+export STRATA_DRAFT_GUARD_LOG=1 STRATA_CHAIN_DRAFTS=1
 for nm in $MODELS; do
   name=${nm%%:*}; model=${nm#*:}
   step "guard (auto): $name"
