@@ -7,7 +7,13 @@
 # or in one call on a synthetic model of the default model's shape with a random MTP layer (its drafts are
 # rejected, so the guard pauses them: what paused windows cost beside plain ones):
 #   SYNTH=1 bash tests/gpu/run_guard_windows.sh   carry [".wheels", ".whl/llama.gguf"]
-# Logs to $OUT/log.txt, the window logs to $OUT/w-*.jsonl.
+# ROUNDS (default 2) interleaved rounds; KINDS the prompt kinds (default code and edit; code alone where
+# ROUNDS > 2, to keep a call inside its limit). Beside each bench a poller (tests/gpu/thread_cpus.py) prints
+# which CPUs its threads ran on ("threads: name@cpu{cpu:samples}=seconds", the busiest first).
+# PIN=2-3: every bench under `taskset -c $PIN`; with PIN_AB=1 each round runs plain and guard without the pin,
+# then plain and guard with it (logs named *-pin-*). BUDGET_S: start no bench that the longest one so far
+# would carry past BUDGET_S seconds of the script (it says which it skipped).
+# Logs to $OUT/log.txt, the window logs to $OUT/windows.tgz (w-*.jsonl).
 set -euo pipefail
 mkdir -p .whl && cp .wheels/*.whl .whl/
 source "$(dirname "$0")/env.sh"
@@ -22,22 +28,51 @@ elif [ ! -f $MD ]; then
   [ "$(sha256sum $MD | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $MD; echo "FAIL: halves do not join"; exit 1; }
 fi
 nvidia-smi --query-gpu=name --format=csv,noheader
+{ echo "cpus: $(nproc) online $(cat /sys/devices/system/cpu/online 2>/dev/null)"
+  lscpu 2>/dev/null | grep -i "^model name\|^socket\|^numa node\|mhz" || true
+  nvidia-smi topo -m 2>/dev/null | head -n 3 || true; } || true
 export STRATA_DRAFT_GUARD_LOG=1
 G="timeout 120 $S bench --model $MD --devices cuda:0 --streams 1 --max-tokens ${MAXTOK:-512} --ctx 2048"
-logged() {   # logged NAME bench-args...: a bench with its window log, then the log summed
-  local name=$1; shift
-  rm -f "$OUT/w-$name.jsonl"
-  check "$name" env STRATA_WINDOW_LOG="$OUT/w-$name.jsonl" $G "$@"
-  python3 tests/gpu/window_log.py "$OUT/w-$name.jsonl" | tail -n 12
+WL=/tmp/wlog; rm -rf $WL; mkdir -p $WL
+placed() {   # placed NAME cmd...: cmd in the background, its threads' CPUs polled beside it; cmd's status
+  local name=$1 rc=0 pid poll; shift
+  "$@" & pid=$!
+  { python3 tests/gpu/thread_cpus.py $pid > "/tmp/threads-$name.txt" 2>&1 || true; } & poll=$!
+  wait $pid || rc=$?
+  wait $poll 2>/dev/null || true
+  cat "/tmp/threads-$name.txt" 2>/dev/null || echo "threads: (no poller output)"
+  return $rc
 }
-KINDS=${KINDS:-code edit}; [ -z "${SYNTH:-}" ] || KINDS=${KINDS_SYNTH:-code}   # (random drafts: one kind says it)
-for round in 1 2; do
+LONGEST=0
+logged() {   # logged NAME PIN|- bench-args...: a bench with its window log (pinned to PIN's CPUs), the log summed
+  local name=$1 pin=$2 t0=$SECONDS; shift 2
+  if [ -n "${BUDGET_S:-}" ] && [ $((SECONDS + LONGEST)) -gt "$BUDGET_S" ]; then
+    echo "--- skipped $name: ${SECONDS} s gone, the longest bench took ${LONGEST} s, BUDGET_S=$BUDGET_S"; return 0
+  fi
+  local P=(); [ "$pin" = - ] || P=(taskset -c "$pin")
+  rm -f "$WL/w-$name.jsonl"
+  check "$name" placed "$name" env STRATA_WINDOW_LOG="$WL/w-$name.jsonl" "${P[@]}" $G "$@"
+  python3 tests/gpu/window_log.py "$WL/w-$name.jsonl" | tail -n 12 || echo "(no window log)"
+  local took=$((SECONDS - t0)); echo "--- $name took $took s"
+  [ $took -le $LONGEST ] || LONGEST=$took
+}
+ROUNDS=${ROUNDS:-2}
+if [ -n "${SYNTH:-}" ]; then KINDS=${KINDS_SYNTH:-code}        # (random drafts: one kind says it)
+elif [ "$ROUNDS" -gt 2 ]; then KINDS=${KINDS:-code}
+else KINDS=${KINDS:-code edit}; fi
+PINS=("${PIN:--}"); [ -z "${PIN:-}" ] || [ "${PIN_AB:-}" != 1 ] || PINS=(- "$PIN")
+echo "rounds $ROUNDS, kinds $KINDS, pins ${PINS[*]} (-: none)"
+for round in $(seq 1 "$ROUNDS"); do
   step "round $round"
-  for kind in $KINDS; do
-    logged "$kind-plain-$round" --prompt-kind $kind
-    logged "$kind-guard-$round" --prompt-kind $kind --spec 4
+  for pin in "${PINS[@]}"; do
+    tag=; [ "$pin" = - ] || tag=-pin
+    for kind in $KINDS; do
+      logged "$kind-plain$tag-$round" "$pin" --prompt-kind $kind
+      logged "$kind-guard$tag-$round" "$pin" --prompt-kind $kind --spec 4
+    done
   done
 done
 export STRATA_DRAFT_GUARD=0
-logged "code-every" --prompt-kind code --spec 4
+logged "code-every" "${PINS[0]}" --prompt-kind code --spec 4
+tar czf "$OUT/windows.tgz" -C $WL . || true
 summary
