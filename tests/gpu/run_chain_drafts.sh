@@ -7,13 +7,21 @@
 #  - smollm2-135m shape counting model (every draft kept: 5 tokens a window);
 #  - then the guard (auto) on each.
 #   bash tests/gpu/run_chain_drafts.sh     carry [".wheels", ".whl/llama.gguf"]
-# MODEL=path adds the real default model with its trained layer (after run_mtp_train.sh a / j).
+# REAL=1: the real default model with its trained layer and the counting model, no tests: after
+# run_mtp_train.sh a (carry [".mdl/a"]), at once:
+#   REAL=1 bash tests/gpu/run_chain_drafts.sh   carry [".mdl/b", ".mdl/b.sha256", ".wheels", ".whl/llama.gguf"]
 set -euo pipefail
 mkdir -p .whl && cp .wheels/*.whl .whl/
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader
-check "chained draft tests on the GPU" tail_of 30 timeout 300 python3 -m pytest -q -p no:cacheprovider -x \
+D=/tmp/mdl; REAL_MODEL=$D/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -n "${REAL:-}" ] && [ ! -f $REAL_MODEL ]; then
+  [ -f $D/a ] || { echo "FAIL: the first half is gone (the machine went cold): call run_mtp_train.sh a again"; exit 1; }
+  cat $D/a .mdl/b > $REAL_MODEL
+  [ "$(sha256sum $REAL_MODEL | cut -d' ' -f1)" = "$(cat .mdl/b.sha256)" ] || { rm $REAL_MODEL; echo "FAIL: halves do not join"; exit 1; }
+fi
+[ -n "${REAL:-}" ] || check "chained draft tests on the GPU" tail_of 30 timeout 300 python3 -m pytest -q -p no:cacheprovider -x \
   tests/engine/test_draft_chain.py tests/engine/test_chaining.py tests/engine/test_draft_guard.py
 $S make-model --arch llama --shape smollm2-135m --mtp 1 --qtype Q4_1 --out $M/smol-mtp.gguf >/dev/null
 $S make-model --arch llama --shape smollm2-135m --mtp 1 --qtype Q4_1 --weights counting --out $M/smol-count.gguf \
@@ -26,7 +34,7 @@ logged() {   # logged NAME MODEL bench-args...: a bench with its window log, the
   python3 tests/gpu/window_log.py "$OUT/w-$name.jsonl" | tail -n 8
 }
 MODELS="random:$M/smol-mtp.gguf count:$M/smol-count.gguf"
-[ -z "${MODEL:-}" ] || MODELS="$MODELS real:$MODEL"
+[ -z "${REAL:-}" ] || MODELS="real:$REAL_MODEL count:$M/smol-count.gguf"
 for round in 1 2; do
   for nm in $MODELS; do
     name=${nm%%:*}; model=${nm#*:}
