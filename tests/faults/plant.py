@@ -73,12 +73,14 @@ FAULTS = [
     # 3. noise on the hidden states of tiles holding rows of more than one slot (batched prompt rows)
     Fault("noise-batched-hidden", "engine/pipeline.py",
           "            outs = [stage.forward_logits(x[a:a + size], tile) if x is not None else\n"
-          "                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size))\n"
+          "                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size),\n"
+          "                                         fed_in(fed_pos, a, size))\n"
           "                    for a, size, tile in rows.tiles()]",
           "            outs = [(lambda o, t: (o[0] + (1e-3 * torch.randn_like(o[0])  # PLANTED FAULT\n"
           "                            if len(set(t.slot[:t.n_real].tolist())) > 1 else 0), o[1]))(\n"
           "                    stage.forward_logits(x[a:a + size], tile) if x is not None else\n"
-          "                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size)), tile)\n"
+          "                    stage.forward_logits(None, tile, rows.tokens[a:a + size], fed_in(fed, a, size),\n"
+          "                                         fed_in(fed_pos, a, size)), tile)\n"
           "                    for a, size, tile in rows.tiles()]",
           [EX + "test_synthetic_layouts_identical"]),
     # 4. Triton matmuls: the decode kernel drops a row's partial sum (4-bit kinds; its bf16 rows use the
