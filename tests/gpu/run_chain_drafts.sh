@@ -7,7 +7,8 @@
 #  - smollm2-135m shape counting model (every draft kept: 5 tokens a window);
 #  - then the guard (auto) on each.
 #   bash tests/gpu/run_chain_drafts.sh     carry [".wheels", ".whl/llama.gguf"]
-# REAL=1: the real default model with its trained layer and the counting model, no tests: after
+# ROUNDS (2), SPECS ("4": the --spec values), NO_GUARD=1 (no guard runs) size it.
+# REAL=1: the real default model with its trained layer alone, no tests: after
 # run_mtp_train.sh a (carry [".mdl/a"]), at once:
 #   REAL=1 bash tests/gpu/run_chain_drafts.sh   carry [".mdl/b", ".mdl/b.sha256", ".wheels", ".whl/llama.gguf"]
 set -euo pipefail
@@ -34,16 +35,19 @@ logged() {   # logged NAME MODEL bench-args...: a bench with its window log, the
   python3 tests/gpu/window_log.py "$OUT/w-$name.jsonl" | tail -n 8
 }
 MODELS="random:$M/smol-mtp.gguf count:$M/smol-count.gguf"
-[ -z "${REAL:-}" ] || MODELS="real:$REAL_MODEL count:$M/smol-count.gguf"
-for round in 1 2; do
+[ -z "${REAL:-}" ] || MODELS="real:$REAL_MODEL"
+for round in $(seq 1 ${ROUNDS:-2}); do
   for nm in $MODELS; do
     name=${nm%%:*}; model=${nm#*:}
     step "round $round: $name"
     logged "$name-plain-$round" $model
-    STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=0 logged "$name-host-$round" $model --spec 4
-    STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=1 logged "$name-chained-$round" $model --spec 4
+    for spec in ${SPECS:-4}; do     # the host's draft windows, then chained ones
+      STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=0 logged "$name-host$spec-$round" $model --spec $spec
+      STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=1 logged "$name-chained$spec-$round" $model --spec $spec
+    done
   done
 done
+[ -z "${NO_GUARD:-}" ] || { summary; exit; }
 export STRATA_DRAFT_GUARD_LOG=1 STRATA_CHAIN_DRAFTS=1
 for nm in $MODELS; do
   name=${nm%%:*}; model=${nm#*:}
