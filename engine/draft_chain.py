@@ -2,8 +2,13 @@
 greedy window's (engine.pipeline, engine.scheduler).
 
 Without it a draft window cannot chain: its verdict and the drafter's next proposals go to the host before
-the next window can be built, so the device idles for the host's part of every window (H200, SmolLM2's
-shape, one stream: 2.4-2.8 ms a window with drafts against 0.7-0.9 ms for a chained one without, issue 17).
+the next window can be built, so the device idles for the host's part of every window. Measured on an H100
+(2026-12-05, `REAL=1 SPECS="2 4" bash tests/gpu/run_chain_drafts.sh`: the default model with its trained
+layer, code prompt, one stream, 512 tokens, two processes each): --spec 4 at 1,227 / 1,155 tok/s chained
+against 951 / 951 on the host (2.0-2.1 ms a window against 2.6), --spec 2 at 1,063 / 947 against 803 / 869.
+The window's GPU work stays: a --spec 4 window's kernels take about twice a plain window's (the trunk's
+16-row tile and four drafter passes; tests/gpu/run_draft_depths.sh), so on this small model drafts still do
+not beat plain chained windows (1,247 / 1,359 tok/s) and the guard (engine.draft_guard) decides.
 Here the last stage queues the window's verdict (each slot's kept count from the device's greedy picks),
 the drafter over the window's rows and its chain from each slot's last kept row on the device
 (engine.drafts.MtpDrafter.on_device), and the next window embeds those tokens at those positions
@@ -26,9 +31,8 @@ from engine.window import SlotRows, SlotVerdict, verdict
 
 
 def chain_drafts_mode() -> bool:
-    """STRATA_CHAIN_DRAFTS: 1 (draft windows chain where windows chain), 0 (default until measured on a GPU:
-    they never do)."""
-    return os.environ.get("STRATA_CHAIN_DRAFTS", "0") == "1"
+    """STRATA_CHAIN_DRAFTS: 1 (default: draft windows chain where windows chain), 0 (they never do)."""
+    return os.environ.get("STRATA_CHAIN_DRAFTS", "1") != "0"
 
 
 def can_chain_drafts(pipeline, drafter, conv_kernel: int) -> bool:
