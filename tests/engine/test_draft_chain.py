@@ -94,3 +94,22 @@ def test_a_chained_draft_window_ends_where_the_context_does(counting, monkeypatc
     assert chained_drafts[0] >= 5
     same(got, base, reqs)
     assert got["a"].done.finish_reason == "length"
+
+
+def test_abort_amid_chained_draft_windows_frees_the_slot(synthetic, monkeypatch, chained_drafts):
+    """A request cancelled while draft windows are chained on its device drafts: the windows queued after
+    it are dropped, the slot frees and the next request decodes in it."""
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+    monkeypatch.setenv("STRATA_CHAIN_DRAFTS", "1")
+    with local_client(EngineConfig(model=str(synthetic("llama", mtp=1)), parallel=1, spec=4, devices=DEVICES)) as eng:
+        long, nxt = eng.submit(req("long", "tell me everything", n=2000)), eng.submit(req("next", "a short one", n=6))
+        seen = 0
+        for ev in long:
+            seen += len(getattr(ev, "token_ids", []))
+            if seen >= 5:
+                long.cancel()
+        _, done_next = nxt.result(timeout=60)
+    assert chained_drafts[0] >= 3
+    assert long.done.finish_reason == "abort" and 5 <= long.done.completion_tokens < 2000
+    assert done_next.finish_reason == "length" and done_next.completion_tokens == 6
