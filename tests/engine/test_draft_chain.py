@@ -113,3 +113,21 @@ def test_abort_amid_chained_draft_windows_frees_the_slot(synthetic, monkeypatch,
     assert chained_drafts[0] >= 3
     assert long.done.finish_reason == "abort" and 5 <= long.done.completion_tokens < 2000
     assert done_next.finish_reason == "length" and done_next.completion_tokens == 6
+
+
+def test_pipelined_groups_on_one_stage_chain_their_drafts(counting, synthetic, monkeypatch, chained_drafts):
+    """Two groups on one stage with piped drafts (their depth, --piped-mtp): each group's draft windows
+    chain on its own device drafts, with the same tokens and drafts as the host's draft windows."""
+    reqs = [req(c, f"request {c} here", n=20 + 3 * i) for i, c in enumerate("abcdefg")]
+    for model in (str(counting("llama")), str(synthetic("llama", mtp=1))):
+        out = {}
+        for chain_drafts in ("0", "1"):
+            monkeypatch.setenv("STRATA_CHAIN", "1")
+            monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+            monkeypatch.setenv("STRATA_CHAIN_DRAFTS", chain_drafts)
+            with local_client(EngineConfig(model=model, parallel=4, batch_groups="2", piped_mtp=3, spec=1,
+                                           devices=DEVICES)) as eng:
+                out[chain_drafts] = run_together(eng, reqs)
+        assert chained_drafts[0] >= 20, model
+        same(out["1"], out["0"], reqs)
+        chained_drafts[:] = [0, 0]
