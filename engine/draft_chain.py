@@ -59,7 +59,7 @@ class DraftStep:
         self.tokens, self.positions, self.gaps = tokens, positions, gaps
         self.starts = [sum(lens[:i]) for i in range(len(lens))]
         self.report: torch.Tensor | None = None
-        self.out = None                             # after run: engine.drafts.DeviceDrafts
+        self.next_rows: tuple | None = None         # after run: the next window's token ids and positions (device)
         self.next_tokens: list[list[int]] = []      # after finish: each slot's next window's tokens
         self.next_at: list[int] = []                # and its first position
 
@@ -76,16 +76,14 @@ class DraftStep:
         if self.prev is None:
             toks, pos = on_device(self.tokens, dev), on_device(self.positions, dev)
         else:
-            out, self.prev.out = self.prev.out, None
-            toks = out.tokens.reshape(-1)
-            pos = (out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1)
+            (toks, pos), self.prev.next_rows = self.prev.next_rows, None
         rows = [s for s, m in zip(self.slots, self.lens) for _ in range(m)]
         with torch.inference_mode():
-            self.out = self.drafter.on_device(hidden, picks, toks, rows, pos, self.starts, self.lens, self.depth,
-                                              self.gaps)
-            self.report = torch.cat((picks, self.out.kept, self.out.tokens.reshape(-1), self.out.at))
-            nxt = (self.out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1)
-        return self.out.tokens.reshape(-1), nxt
+            out = self.drafter.on_device(hidden, picks, toks, rows, pos, self.starts, self.lens, self.depth, self.gaps)
+            self.report = torch.cat((picks, out.kept, out.tokens.reshape(-1), out.at))
+            self.next_rows = (out.tokens.reshape(-1),
+                              (out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1))
+        return self.next_rows
 
     def finish(self, seqs: dict) -> tuple[list[SlotVerdict], dict[int, list[int]], list[SlotRows]]:
         """On the last stage's thread, once the window's own kernels are queued: (verdicts, each slot's

@@ -43,6 +43,15 @@ def rows_at(t: torch.Tensor, index: list[int]) -> torch.Tensor:
     return t[a:a + len(index)] if a is not None else t[on_device(index, t.device)]
 
 
+def fed_over(values: torch.Tensor, device: torch.device, fed: tuple[list[int], torch.Tensor] | None) -> torch.Tensor:
+    """values on device with fed (rows, device values) put over those rows; the caller's tensor stays as it is."""
+    out = on_device(values, device)
+    if fed is not None:
+        out = out.clone() if out is values else out
+        put_rows(out, *fed)
+    return out
+
+
 def put_rows(t: torch.Tensor, at: list[int], values: torch.Tensor) -> None:
     """t[at] = values (a list of row numbers): a slice copy where they are consecutive, else a scatter."""
     a = first_of_run(at)

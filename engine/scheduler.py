@@ -295,15 +295,20 @@ class Scheduler:
         next window's rows and drafts."""
         return self.chain_drafts and depth > 0 and all(
             sr.decoding and sr.n_base == 1 and argmax_pick(seqs[sr.slot].params) and seqs[sr.slot].logits is None
-            and sr.first_pos + sr.n_rows + 2 * depth + 2 < self.ctx for sr in parts)
+            and self._drafts_fit(sr.first_pos + sr.n_rows, depth) for sr in parts)
+
+    def _drafts_fit(self, end: int, depth: int) -> bool:
+        """A draft window chained on rows ending before `end` has room in the context for its rows and the
+        drafter's chain."""
+        return end + 2 * depth + 2 < self.ctx
 
     def _drafts_chainable(self, w: InFlight) -> bool:
         """Whether the group's next draft window can go now, on w's device verdict and drafts: as
         _chainable, with drafts still on at w's depth and room for a window more past those in flight."""
-        d = w.step.depth if w.step is not None else 0
-        if w.step is None or w.chained or not self._follows() or self._depth() != d:
+        if w.step is None or w.chained or not self._follows() or self._depth() != w.step.depth:
             return False
-        return self._group_may_chain(w, lambda s: s.n_cached + (s.in_flight + 1) * (d + 1) + 2 * d + 2 < self.ctx)
+        d = w.step.depth
+        return self._group_may_chain(w, lambda s: self._drafts_fit(s.n_cached + (s.in_flight + 1) * (d + 1), d))
 
     def _chainable(self, w: InFlight) -> bool:
         """Whether the group's next window can go now, on w's device picks: w's rows are all decode picks

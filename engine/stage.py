@@ -9,7 +9,7 @@ import torch
 from engine import gdn
 from engine.block import Tile, device_experts, one_run, row_count_free, run_blocks
 from engine.config import ModelConfig
-from engine.graphs import TileGraph, on_device, put_rows
+from engine.graphs import TileGraph, fed_over, on_device
 from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.quant import QuantTensor
 from engine.weights import DeltaNetWeights, WeightLoader
@@ -88,11 +88,7 @@ class Stage:
     def embed(self, tokens: torch.Tensor, fed: tuple[list[int], torch.Tensor] | None = None) -> torch.Tensor:
         """The residual stream's rows for token ids (float32). fed: (rows, device token ids) that replace
         those rows' ids (a chained window's picks, never on the host)."""
-        ids = on_device(tokens, self.device)
-        if fed is not None:
-            ids = ids.clone() if ids is tokens else ids       # (the caller's ids stay as they are)
-            put_rows(ids, *fed)
-        x = self.embedding.rows(ids).float()      # the residual stream stays float32
+        x = self.embedding.rows(fed_over(tokens, self.device, fed)).float()      # the residual stream stays float32
         return x * self.cfg.embed_scale if self.cfg.embed_scale != 1.0 else x
 
     def graphed(self, n_rows: int) -> bool:
@@ -137,11 +133,8 @@ class Stage:
                 x, tok, fed = self.embed(tok, fed), None, None
             return g.run(x, tile.slot, tile.pos, tile.n_real, tok, fed, fed_pos)
         x = self.embed(tok, fed) if x is None else x.to(self.device)
-        pos = on_device(tile.pos, self.device)
-        if fed_pos is not None:
-            pos = pos.clone() if pos is tile.pos else pos
-            put_rows(pos, *fed_pos)
-        return self._forward(x, Tile(on_device(tile.slot, self.device), pos, tile.n_real, per_row=tile.per_row)), None
+        return self._forward(x, Tile(on_device(tile.slot, self.device), fed_over(tile.pos, self.device, fed_pos),
+                                     tile.n_real, per_row=tile.per_row)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer

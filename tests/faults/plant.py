@@ -414,7 +414,7 @@ FAULTS = [
           [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
     # chained draft windows: the next window's rows one position past the device's kept ones
     Fault("chained-drafts-positions-ahead", "engine/draft_chain.py",
-          "nxt = (self.out.at[:, None] + torch.arange", "nxt = (self.out.at[:, None] + 1 + torch.arange",
+          "(out.at[:, None] + torch.arange(self.depth + 1", "(out.at[:, None] + 1 + torch.arange(self.depth + 1",
           [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
 ]
 
