@@ -48,6 +48,12 @@ def can_chain_drafts(pipeline, drafter, conv_kernel: int) -> bool:
     return drafter.graphs is not None and all(stage.graphed(n) for n in pipeline.tiles.decode_sizes())
 
 
+def chains_drafts(pipeline, drafter, plan, conv_kernel: int) -> bool:
+    """Whether this engine's draft windows chain: can_chain_drafts, with MTP proposals alone and no
+    --spec-min-p (a chain proposes its full depth; the min_p cut is the host drafter's)."""
+    return can_chain_drafts(pipeline, drafter, conv_kernel) and plan.source == "mtp" and plan.min_p <= 0
+
+
 class DraftStep:
     """One draft window's device work (run, on the last stage's thread) and what its finish tells the host.
     prev: the window it is chained on (then its rows are prev's next rows: depth + 1 per slot, learnt
@@ -58,8 +64,9 @@ class DraftStep:
         self.drafter, self.slots, self.lens, self.depth, self.prev = drafter, slots, lens, depth, prev
         self.tokens, self.positions, self.gaps = tokens, positions, gaps
         self.starts = [sum(lens[:i]) for i in range(len(lens))]
-        self.report: torch.Tensor | None = None
-        self.next_rows: tuple | None = None         # after run: the next window's token ids and positions (device)
+        self.report: torch.Tensor | None = None     # after run: picks, kept counts, next_at, next rows (device)
+        self.slots_dev: torch.Tensor | None = None  # each row's slot, on the device (a chain's steps share it)
+        self.next_rows: torch.Tensor | None = None  # after run: the next window's token ids and positions [2, rows]
         self.next_tokens: list[list[int]] = []      # after finish: each slot's next window's tokens
         self.next_at: list[int] = []                # and its first position
 
@@ -67,22 +74,34 @@ class DraftStep:
         """The step of the window chained on this one."""
         return DraftStep(self.drafter, self.slots, [self.depth + 1] * len(self.slots), self.depth, prev=self)
 
-    def run(self, hidden: torch.Tensor, logits_of) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, hidden: torch.Tensor, logits_of) -> torch.Tensor:
         """Queue the verdict and the drafter (nothing waits for the device): the next window's token ids
-        and positions, its real rows in order (Rows.picks, Rows.next_pos)."""
-        n = sum(self.lens)
-        picks = logits_of.argmax(list(range(n)))
-        dev = picks.device
+        and positions [2, rows], its real rows in order (Rows.picks and Rows.next_pos)."""
+        n, k = sum(self.lens), len(self.slots)
+        logits = logits_of(list(range(n)))
+        dev = logits.device
         if self.prev is None:
-            toks, pos = on_device(self.tokens, dev), on_device(self.positions, dev)
+            rows = on_device(torch.tensor([self.tokens, self.positions], dtype=torch.long), dev)
         else:
-            (toks, pos), self.prev.next_rows = self.prev.next_rows, None
-        rows = [s for s, m in zip(self.slots, self.lens) for _ in range(m)]
+            rows, self.prev.next_rows = self.prev.next_rows, None
+            if self.prev.lens == self.lens:
+                self.slots_dev = self.prev.slots_dev
+        slots = [s for s, m in zip(self.slots, self.lens) for _ in range(m)]
+        if self.slots_dev is None:
+            self.slots_dev = on_device(slots, dev)
+        win = self.drafter.window(self.lens)
         with torch.inference_mode():
-            out = self.drafter.on_device(hidden, picks, toks, rows, pos, self.starts, self.lens, self.depth, self.gaps)
-            self.report = torch.cat((picks, out.kept, out.tokens.reshape(-1), out.at))
-            self.next_rows = (out.tokens.reshape(-1),
-                              (out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1))
+            if win is not None:
+                if self.gaps:
+                    self.drafter.catch_up(self.gaps)
+                self.report = win.run(hidden, logits, rows, self.slots_dev)
+            else:
+                picks = torch.argmax(logits, dim=-1)
+                out = self.drafter.on_device(hidden, picks, rows[0], slots, rows[1], self.starts,
+                                             self.lens, self.depth, self.gaps)
+                nxt = (out.at[:, None] + torch.arange(self.depth + 1, device=dev)).reshape(-1)
+                self.report = torch.cat((picks, out.kept, out.at, out.tokens.reshape(-1), nxt))
+        self.next_rows = self.report[n + 2 * k:].view(2, -1)
         return self.next_rows
 
     def finish(self, seqs: dict) -> tuple[list[SlotVerdict], dict[int, list[int]], list[SlotRows]]:
@@ -91,10 +110,9 @@ class DraftStep:
         vals = self.report.tolist()
         self.report = None
         n, k, w = sum(self.lens), len(self.slots), self.depth + 1
-        picks, kept = vals[:n], vals[n:n + k]
-        flat = vals[n + k:n + k + k * w]
+        picks, kept, self.next_at = vals[:n], vals[n:n + k], vals[n + k:n + 2 * k]
+        flat = vals[n + 2 * k:n + 2 * k + k * w]
         self.next_tokens = [flat[i * w:(i + 1) * w] for i in range(k)]
-        self.next_at = vals[n + k + k * w:]
         parts, out = [], []
         for i, (slot, a, m) in enumerate(zip(self.slots, self.starts, self.lens)):
             if self.tokens is not None:

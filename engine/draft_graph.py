@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.graphs import TileGraph
+from engine.graphs import TileGraph, capture
+from engine.layers import rms_norm
 from engine.pipeline import TileSizes
 
 
@@ -75,3 +76,75 @@ class DraftGraphs:
             outs = self.graphs[name, size].replay(x[a:a + m], slot, p, m, t)
             parts.append([o[:m].clone() for o in outs])
         return [torch.cat(col) if len(col) > 1 else col[0] for col in zip(*parts)]
+
+
+class DraftWindow:
+    """A chained draft window's drafter work (engine.draft_chain) in one call, for k slots of `width` rows
+    each (the current token, then width - 1 proposals): each slot's kept count from the target's picks,
+    the drafter over the window's rows, and its chain of width - 1 proposals from each slot's last kept row.
+    On a GPU one CUDA graph replay over the pipeline's decode tiles (the window's rows in one tile, the
+    chains in another, padding rows on the drafter's scratch slot): before it the same work took ~70 eager
+    launches and copies from the stage thread, which left the device idle for a third of every --spec 4
+    window on the default model's shape (H100, 2026-12-05, tests/gpu/run_draft_window.sh). On a CPU the
+    same body runs eagerly on the real rows alone. run() returns one tensor: the window's picks [n], each
+    slot's kept count [k], the next window's first position [k], its token ids [n] and positions [n]."""
+
+    def __init__(self, drafter, k: int, width: int, sizes: TileSizes | None):
+        """width >= 2; sizes: the pipeline's tiles on a GPU (captured there; k * width rows must fit one
+        decode tile), None on a CPU."""
+        d = drafter
+        self.n, self.k, self.width = n, k, width = k * width, k, width
+        graphed = sizes is not None
+        tile = sizes.tiles(n, prompt=False)[0][1] if graphed else n
+        chain_tile = sizes.tiles(k, prompt=False)[0][1] if graphed else k
+        dev = d.device
+        self.x = torch.zeros((tile, d.cfg.n_embd), dtype=torch.float32, device=dev)
+        self.meta = torch.zeros((4, tile), dtype=torch.long, device=dev)     # slots, token ids, positions, picks
+        self.meta[0] = d.scratch_slot
+        starts = torch.arange(k, device=dev) * width
+        real = torch.tensor([n, k], dtype=torch.long, device=dev) if graphed else None
+        pad = chain_tile - k
+        n_embd = d.cfg.n_embd
+
+        def body():
+            slot, toks, pos, picks = self.meta
+            # row j's proposal (the token at row j + 1) confirmed by row j's pick; a slot's last row has none
+            ok = torch.cat((picks[:n - 1] == toks[1:n], picks.new_zeros(1, dtype=torch.bool)))
+            ok = ok.view(k, width)[:, :-1]
+            kept = 1 + ok.long().cumprod(dim=1).sum(dim=1)
+            trunk = self.x if d.trunk_norm is None else rms_norm(self.x, d.trunk_norm, d.cfg.norm_eps)
+            n_dev = real[:1] if graphed else None
+            g = d._layer(picks, trunk, slot, pos, n_dev)
+            tok, _ = d._pick(g, n_dev)
+            last = starts + kept - 1                   # each slot's last kept row starts its chain
+            h, first, nxt = g[last], tok[last], pos[last] + 1
+            cols = [picks[last], first]
+            if width > 2:
+                k_dev = real[1:] if graphed else None
+                hs, ts = torch.cat((h, h.new_zeros(pad, n_embd))), torch.cat((first, first.new_zeros(pad)))
+                ss = torch.cat((slot[starts], slot.new_full((pad,), d.scratch_slot)))
+                ps = torch.cat((nxt, nxt.new_zeros(pad)))
+                for step in range(width - 2):
+                    hs = d._layer(ts, hs, ss, ps + step, k_dev)
+                    ts, _ = d._pick(hs, k_dev)
+                    cols.append(ts[:k])
+            nxt_rows = (nxt[:, None] + torch.arange(width, device=dev)).reshape(-1)
+            return torch.cat((picks[:n], kept, nxt, torch.stack(cols, dim=1).reshape(-1), nxt_rows))
+        self.body = body
+        self.graph = None
+        if graphed:
+            self.graph, self.out = capture(body, dev)
+
+    def run(self, hidden: torch.Tensor, logits: torch.Tensor, rows: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """hidden [n, d] the trunk's rows, logits [n, vocab] the target's, rows [2, n] the window's token ids
+        and positions, slots [n] each row's slot (device tensors): the report (see the class), a tensor of
+        its own."""
+        n = self.n
+        self.x[:n].copy_(hidden, non_blocking=True)
+        torch.argmax(logits, dim=-1, out=self.meta[3, :n])
+        self.meta[1:3, :n].copy_(rows, non_blocking=True)
+        self.meta[0, :n].copy_(slots, non_blocking=True)
+        if self.graph is None:
+            return self.body()
+        self.graph.replay()
+        return self.out.clone()

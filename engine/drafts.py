@@ -8,6 +8,7 @@ target's own pick, so nothing here needs row-invariant numerics.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -140,6 +141,8 @@ class MtpDrafter:
         self.n_slots = n_slots
         self.ring: torch.Tensor | None = None   # [(n_slots + 1) * R, d] float32: see keep_ring
         self.ring_n = 0
+        self.probs = True        # whether proposals' probabilities are computed (--spec-min-p > 0 reads them)
+        self.windows: dict[tuple[int, int], object] = {}   # (slots, width) -> engine.draft_graph.DraftWindow
 
     def keep_ring(self, rows: int) -> None:
         """Keep the trunk's hidden state of the last `rows` positions of every slot that windows without
@@ -194,6 +197,28 @@ class MtpDrafter:
                                                                     for n in sizes.decode_sizes())):
             self.graphs = DraftGraphs(self, self.scratch_slot, sizes, [d - 1 for d in depths])
 
+    def capture_windows(self, sizes, depths, n_slots: int) -> None:
+        """Capture a chained draft window's drafter work as one graph (engine.draft_graph.DraftWindow) for
+        each draft depth and slot count whose window fits one decode tile (the loader calls this on a GPU
+        stage where draft windows chain, after capture)."""
+        from engine.draft_graph import DraftWindow
+
+        tile = max(sizes.decode_sizes())
+        for depth in sorted(d for d in depths if d >= 1):
+            for k in range(1, min(n_slots, tile // (depth + 1)) + 1):
+                self.windows[k, depth + 1] = DraftWindow(self, k, depth + 1, sizes)
+
+    def window(self, lens: list[int]):
+        """The DraftWindow for a chained draft window of these rows per slot, or None (the slots' row
+        counts differ, none was captured, or STRATA_DRAFT_WINDOW=0): on a CPU made on first use."""
+        w = lens[0]
+        if os.environ.get("STRATA_DRAFT_WINDOW", "1") == "0" or w < 2 or any(m != w for m in lens):
+            return None
+        if self.device.type == "cpu" and (len(lens), w) not in self.windows:
+            from engine.draft_graph import DraftWindow
+            self.windows[len(lens), w] = DraftWindow(self, len(lens), w, None)
+        return self.windows.get((len(lens), w))
+
     def _layer(self, tok: torch.Tensor, hidden: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
                n_dev: torch.Tensor | None = None) -> torch.Tensor:
         """The layer over rows (device tensors; n_dev: the real rows, a device scalar, in a graph)."""
@@ -205,11 +230,15 @@ class MtpDrafter:
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
 
     def _pick(self, g: torch.Tensor, n_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's greedy proposal and its probability (device tensors)."""
+        """Each row's greedy proposal and its probability (device tensors; the probability 1 where no
+        --spec-min-p reads it: `probs` off saves a softmax over the vocabulary and a max per pass, ~33 us of
+        a drafter pass's ~180 on an H100, tests/gpu/run_draft_window.sh)."""
         h = rms_norm(g, self.w.head_norm, self.cfg.norm_eps)
         lg = self.head.linear(h, n_dev=n_dev).float()
-        p, tok = torch.softmax(lg, dim=-1).max(dim=-1)
-        return tok, p
+        tok = lg.argmax(dim=-1)
+        if not self.probs:
+            return tok, lg.new_ones(lg.shape[0])
+        return tok, torch.softmax(lg, dim=-1).gather(1, tok[:, None])[:, 0]
 
     def _rows(self, hidden: torch.Tensor, tok, slots: list[int], pos: list[int]) -> torch.Tensor:
         """The layer over rows: tok a host list or a device tensor of token ids."""

@@ -61,6 +61,26 @@ def put_rows(t: torch.Tensor, at: list[int], values: torch.Tensor) -> None:
         t[on_device(at, t.device)] = values
 
 
+def capture(body, device: torch.device) -> tuple:
+    """(a CUDA graph of body(), body()'s outputs in the graph's own buffers): body runs once eagerly first
+    (compiles kernels, makes lazy buffers), then under capture on a side stream."""
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream(device)          # capture needs a side stream
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            body()
+            stream.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            # thread-local mode: another thread's CUDA calls during a capture do not break it
+            graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                outputs = body()
+            finally:
+                graph.capture_end()
+        torch.cuda.current_stream(device).wait_stream(stream)
+    return graph, outputs
+
+
 class TileGraph:
     """One captured pass over an n-row tile. Inputs: x [n, n_embd] float32, token ids, slots, positions
     and the number of real rows (meta[2, 0]); `forward(x, tok, slot, pos, n_real)` returns the tensors the
@@ -79,28 +99,16 @@ class TileGraph:
         self.embed = embed
         self.outputs = self._capture(forward, device)
 
+    def _capture(self, forward, device: torch.device) -> tuple:
+        self.graph, outputs = capture(lambda: forward(self._input(), self.tok, self.slot, self.pos, self.n_real),
+                                      device)
+        return outputs
+
     def _input(self) -> torch.Tensor:
         """The pass's x rows: the x buffer, or with embed the token ids' rows where meta[4, 0] says so."""
         if self.embed is None:
             return self.x
         return torch.where(self.meta[4, :1, None] != 0, self.embed(self.tok), self.x)
-
-    def _capture(self, forward, device: torch.device) -> tuple:
-        with torch.cuda.device(device):
-            stream = torch.cuda.Stream(device)          # capture needs a side stream
-            stream.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(stream):
-                forward(self._input(), self.tok, self.slot, self.pos, self.n_real)   # warm-up: compiles kernels, makes lazy buffers
-                stream.synchronize()
-                self.graph = torch.cuda.CUDAGraph()
-                # thread-local mode: another thread's CUDA calls during a capture do not break it
-                self.graph.capture_begin(capture_error_mode="thread_local")
-                try:
-                    outputs = forward(self._input(), self.tok, self.slot, self.pos, self.n_real)
-                finally:
-                    self.graph.capture_end()
-            torch.cuda.current_stream(device).wait_stream(stream)
-        return outputs
 
     def _replay(self) -> tuple:
         self.graph.replay()

@@ -14,6 +14,7 @@ import torch
 from engine import cpu_gemm, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
+from engine.draft_chain import chains_drafts
 from engine.draft_guard import guards
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
 from engine.errors import ConfigError, ModelFileError
@@ -295,6 +296,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         last = stages[-1]
         drafter = MtpDrafter(loader.drafter(last.device), cfg, stages[0].embedding if len(stages) == 1
                              else loader.embedding(last.device), last.head, config.parallel, ctx, last.device, dtype)
+        drafter.probs = plan.min_p > 0
         if _keeps_ring(plan, groups.groups, devices):   # made here, on a lone CPU stage's own thread: see
             drafter.keep_ring(ring_rows(ctx, config.parallel, cfg.n_embd))     # engine.cpu_thread
     rows_free = all(s.rows_free for s in stages)
@@ -312,7 +314,10 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
             s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
     if drafter is not None and plan.follows and stages[-1].use_graph:
-        drafter.capture(pipeline.tiles, {plan.depth(pipelined=False), plan.depth(pipelined=True)})
+        depths = {plan.depth(pipelined=False), plan.depth(pipelined=True)}
+        drafter.capture(pipeline.tiles, depths)
+        if chains_drafts(pipeline, drafter, plan, cfg.ssm_conv):
+            drafter.capture_windows(pipeline.tiles, depths, config.parallel)
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")

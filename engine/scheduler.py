@@ -18,7 +18,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from engine.config import STATE_RING
-from engine.draft_chain import DraftStep, can_chain_drafts
+from engine.draft_chain import DraftStep, chains_drafts
 from engine.draft_guard import DraftGuard, guards
 from engine.drafts import GAP_MAX, DraftPlan
 from engine.graphs import rows_at
@@ -83,8 +83,7 @@ class Scheduler:
         self.inflight: deque[InFlight] = deque()
         self.guard = DraftGuard(guards(len(groups), pipeline.chain))
         self.window_log = WindowLog()
-        # (a chain proposes the full depth: no min_p cut, which the host's drafter makes)
-        self.chain_drafts = can_chain_drafts(pipeline, drafter, conv_kernel) and plan.source == "mtp" and plan.min_p <= 0
+        self.chain_drafts = chains_drafts(pipeline, drafter, plan, conv_kernel)
         if self.guard.enabled and drafter is not None and drafter.ring is not None:   # paused windows' hidden
             for s in self.slots:                                                          # states (the loader's)
                 s.kept_at = [-1] * drafter.ring_n

@@ -54,13 +54,17 @@ def same(got, base, reqs):
                (b.done.drafts_offered, b.done.drafts_accepted, b.done.windows), r.request_id
 
 
-@pytest.mark.parametrize("depth", [1, 2])
-def test_chained_draft_windows_keep_every_token_and_draft(counting, synthetic, monkeypatch, chained_drafts, depth):
+@pytest.mark.parametrize("depth, window", [(1, "1"), (2, "1"), (2, "0")])
+def test_chained_draft_windows_keep_every_token_and_draft(counting, synthetic, monkeypatch, chained_drafts, depth,
+                                                          window):
     """A model whose drafts are all kept (the counting model: 5 tokens a window at --spec 4) and one whose
     drafts are all rejected (random MTP layer); EOS on, max_tokens inside a window, a stop string, more
     requests than slots (slots reused after chained windows), a sampled request beside greedy ones (its
-    windows draft on the host); one and two chained windows beyond the oldest in flight."""
+    windows draft on the host); one and two chained windows beyond the oldest in flight. window "0"
+    (STRATA_DRAFT_WINDOW=0): the drafter's work in separate passes (MtpDrafter.on_device) instead of one
+    DraftWindow call."""
     monkeypatch.setattr(scheduler, "CHAIN_DEPTH", depth)
+    monkeypatch.setenv("STRATA_DRAFT_WINDOW", window)
     for model, n_chained in ((str(counting("llama")), 5), (str(synthetic("llama", mtp=1)), 30)):
         reqs = [req("a", "the first request", n=24), req("b", "another one here", n=7),
                 req("c", "a third, with eos", n=30, ignore_eos=False), req("e", "the last request", n=17)]

@@ -409,13 +409,17 @@ FAULTS = [
     Fault("q4k-mma-groups-overlap", "engine/kernels/q4k_mma.py",
           "n = ng * (16 * TM) + to * 16 + lo // 4", "n = ng * (16 * TM) + to * 8 + lo // 4", []),
     # chained draft windows: the drafter's chain starting from each slot's first row, not its last kept one
-    Fault("chained-drafts-first-row", "engine/drafts.py",
+    Fault("chained-drafts-first-row", "engine/draft_graph.py",
+          "last = starts + kept - 1", "last = starts + kept * 0",
+          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1-1]"]),
+    # the same in the drafter's separate passes (STRATA_DRAFT_WINDOW=0, and windows whose slots differ)
+    Fault("chained-drafts-passes-first-row", "engine/drafts.py",
           "last = on_device(starts, dev) + kept - 1", "last = on_device(starts, dev) + kept * 0",
-          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
+          [DC + "test_chained_draft_windows_keep_every_token_and_draft[2-0]"]),
     # chained draft windows: the next window's rows one position past the device's kept ones
-    Fault("chained-drafts-positions-ahead", "engine/draft_chain.py",
-          "(out.at[:, None] + torch.arange(self.depth + 1", "(out.at[:, None] + 1 + torch.arange(self.depth + 1",
-          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1]"]),
+    Fault("chained-drafts-positions-ahead", "engine/draft_graph.py",
+          "(nxt[:, None] + torch.arange(width", "(nxt[:, None] + 1 + torch.arange(width",
+          [DC + "test_chained_draft_windows_keep_every_token_and_draft[1-1]"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.

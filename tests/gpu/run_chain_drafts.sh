@@ -7,7 +7,7 @@
 #  - smollm2-135m shape counting model (every draft kept: 5 tokens a window);
 #  - then the guard (auto) on each.
 #   bash tests/gpu/run_chain_drafts.sh     carry [".wheels", ".whl/llama.gguf"]
-# ROUNDS (2), SPECS ("4": the --spec values), NO_GUARD=1 (no guard runs) size it.
+# ROUNDS (2), SPECS ("4": the --spec values), NO_GUARD=1 (no guard runs), HOST=0 (no host draft windows) size it.
 # REAL=1: the real default model with its trained layer alone, no tests: after
 # run_mtp_train.sh a (carry [".mdl/a"]), at once:
 #   REAL=1 bash tests/gpu/run_chain_drafts.sh   carry [".mdl/b", ".mdl/b.sha256", ".wheels", ".whl/llama.gguf"]
@@ -42,7 +42,7 @@ for round in $(seq 1 ${ROUNDS:-2}); do
     step "round $round: $name"
     logged "$name-plain-$round" $model
     for spec in ${SPECS:-4}; do     # the host's draft windows, then chained ones
-      STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=0 logged "$name-host$spec-$round" $model --spec $spec
+      [ "${HOST:-1}" = 0 ] || STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=0 logged "$name-host$spec-$round" $model --spec $spec
       STRATA_DRAFT_GUARD=0 STRATA_CHAIN_DRAFTS=1 logged "$name-chained$spec-$round" $model --spec $spec
     done
   done
