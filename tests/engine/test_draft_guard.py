@@ -72,6 +72,19 @@ def test_drafts_that_pay_stay_on():
     assert g.paused_windows == seen.count(False)
 
 
+def test_held_drafts_pause_as_soon_as_their_recent_windows_fall_behind():
+    """Drafts win their trial, then the text stops being predictable (1.2 tokens a 1.2 ms window: 1,000 tok/s
+    against 1,250 without): they pause within CHECK windows, long before their hold would end."""
+    g, _ = guarded(draft=1.2e-3, plain=0.8e-3)
+    feed(g, 200, 3)
+    assert g.drafting and not g._trial and g.hold == draft_guard.FAR_HOLD * draft_guard.HOLD
+    g.committed(3, True, 1)
+    seen = feed(g, 2 * draft_guard.CHECK, 1)
+    assert not g.drafting and seen.count(True) <= 2 * draft_guard.CHECK - draft_guard.CHECK // 2
+    assert g.rate[True] < g.rate[False] and g.note.startswith("drafts paused")
+    assert not g._trial and g._last_best is False          # plain windows held now, drafts tried again later
+
+
 def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements():
     g, _ = guarded(draft=2.5e-3, plain=0.8e-3)
     feed(g, 6, 1)

@@ -209,6 +209,10 @@ FAULTS = [
           "best = self.rate[True] > self.rate[False]",
           "best = True",
           ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
+    # held drafts never looked at again until their hold ends
+    Fault("guard-holds-drafts-blind", "engine/draft_guard.py",
+          "if self.drafting and recent[2] >= CHECK:", "if self.drafting and recent[2] >= CHECK * 1000:",
+          ["tests/engine/test_draft_guard.py::test_held_drafts_pause_as_soon_as_their_recent_windows_fall_behind"]),
     # the draft guard measuring a side far behind as often as a close one
     Fault("guard-far-side-soon", "engine/draft_guard.py",
           "if lead >= FAR else hold", "if lead >= 100 * FAR else hold",
