@@ -43,13 +43,14 @@ if [ "${1:-}" = b ] || [ "${1:-}" = j ]; then
   exit 0
 fi
 [ "${1:-}" = c ] || { echo "usage: run_mtp_train.sh a|b|j|c"; exit 2; }
-# --spec 4 with the draft guard (engine.draft_guard: on by default here), without it, and no drafts at all
+# for each prompt kind --spec 4 (SPECS: the --spec values) with the draft guard (engine.draft_guard: on by
+# default here) and no drafts at all; then --spec 4 without the guard on code
 for kind in code prose edit; do
-  $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec 4 --prompt-kind $kind \
-    --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
+  for spec in ${SPECS:-4} 1; do
+    $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec $spec --prompt-kind $kind \
+      --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
+  done
 done
 STRATA_DRAFT_GUARD=0 $S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --spec 4 \
   --prompt-kind code --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
-$S bench --model $D/$NAME.gguf --devices cuda:0 --streams 1,4 --parallel 4 --prompt-kind code \
-  --max-tokens ${MAXTOK:-512} --ctx 2048 2>&1 | grep -v "^#.*memory"
 $S batch-test --model $D/$NAME.gguf --devices cuda:0 --parallel 4 --spec 4 --max-tokens 32 --temperature 0.8 --seed 3
