@@ -6,9 +6,10 @@ the next window can be built, so the device idles for the host's part of every w
 (2026-12-05, `REAL=1 SPECS="2 4" bash tests/gpu/run_chain_drafts.sh`: the default model with its trained
 layer, code prompt, one stream, 512 tokens, two processes each): --spec 4 at 1,227 / 1,155 tok/s chained
 against 951 / 951 on the host (2.0-2.1 ms a window against 2.6), --spec 2 at 1,063 / 947 against 803 / 869.
-The window's GPU work stays: a --spec 4 window's kernels take about twice a plain window's (the trunk's
-16-row tile and four drafter passes; tests/gpu/run_draft_depths.sh), so on this small model drafts still do
-not beat plain chained windows (1,247 / 1,359 tok/s) and the guard (engine.draft_guard) decides.
+Then the stage thread's ~70 eager launches for the verdict and the drafter left the device idle for a third
+of each window; with that work in one graph (engine.draft_graph.DraftWindow) --spec 3 / 4 run at 1,870 /
+1,781 tok/s there (1.20 / 1.38 ms a window, 2.25 / 2.47 tokens) against 1,301 without drafts, and where the
+layer predicts worse the guard (engine.draft_guard) decides.
 Here the last stage queues the window's verdict (each slot's kept count from the device's greedy picks),
 the drafter over the window's rows and its chain from each slot's last kept row on the device
 (engine.drafts.MtpDrafter.on_device), and the next window embeds those tokens at those positions

@@ -3,9 +3,10 @@
 Where windows chain (one GPU stage) a window without drafts can be three times cheaper than one with them
 (H200, SmolLM2's shape: 0.68 ms against 2.0 ms at --spec 2 and 2.6 at --spec 4 while draft windows waited
 for the host, tests/gpu/run_draft_cost.sh, 2026-12-04). Chained draft windows (engine.draft_chain) take the
-host's wait away but not the window's GPU work, about twice a plain window's at --spec 4 on that shape
-(H100, 2026-12-05: 2.0-2.1 ms against 0.73-0.80). A drafter that gets 1.7 tokens a window then makes a lone
-request slower than no drafter at all; a user who turned drafts on expects the opposite.
+host's wait away but not the window's GPU work: 1.38 ms at --spec 4 against 0.77-0.91 without drafts on that
+shape (H100, 2026-12-05, the drafter's work in one graph). A drafter that gets 1.3-1.6 tokens a window there
+(prose, edits) then makes a lone request slower than no drafter at all; a user who turned drafts on expects
+the opposite.
 
 So the guard measures both: decode tokens per second of wall time with drafts (a span of DRAFT_SPAN
 windows) and without them (PLAIN_SPAN windows, chained), keeps the faster, and measures the other again
