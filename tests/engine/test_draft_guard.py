@@ -95,8 +95,10 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
     feed(g, 200, 1)
     assert not g.drafting and g.rate[False] is not None
     one = dict(g.rate)
-    feed(g, 1, 1, n_active=2)                          # two sequences share the windows: measured apart
-    assert g.drafting and g.rate == {True: None, False: None}
+    feed(g, 1, 1, n_active=2)                          # two sequences share the windows: measured apart,
+    assert not g.drafting and g.rate == {True: None, False: None}       # starting paused like one
+    feed(g, 1 + draft_guard.SETTLE + draft_guard.PLAIN_SPAN, 1, n_active=2)
+    assert g.rate[False] is not None and g.rate[True] is None and g.drafting       # then drafts measured
     feed(g, 1, 1, n_active=1)                          # alone again: where it left off, still paused
     assert not g.drafting and g.rate == one
     # the hold's tokens add up across requests (short ones, each with its prompt windows), so drafts are

@@ -213,6 +213,11 @@ FAULTS = [
     Fault("guard-holds-drafts-blind", "engine/draft_guard.py",
           "if self.drafting and recent[2] >= CHECK:", "if self.drafting and recent[2] >= CHECK * 1000:",
           ["tests/engine/test_draft_guard.py::test_held_drafts_pause_as_soon_as_their_recent_windows_fall_behind"]),
+    # a count of sequences the guard has not seen starting with drafts whatever the counts it has seen hold
+    Fault("guard-new-count-drafts", "engine/draft_guard.py",
+          "self.drafting = self._known[near][0] if near is not None else True", "self.drafting = True",
+          ["tests/engine/test_draft_guard.py::"
+           "test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements"]),
     # the draft guard measuring a side far behind as often as a close one
     Fault("guard-far-side-soon", "engine/draft_guard.py",
           "if lead >= FAR else hold", "if lead >= 100 * FAR else hold",
