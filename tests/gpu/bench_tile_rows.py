@@ -17,18 +17,7 @@ import torch
 
 from engine.core import EngineCore
 from engine.messages import EngineConfig, LoadModel
-
-
-def replay_us(graph, n: int = 200) -> float:
-    for _ in range(10):
-        graph.replay()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        graph.replay()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) * 1e3 / n
+from profile_draft_window import replay_us      # (this script's folder is on the path when run)
 
 
 def main() -> int:
