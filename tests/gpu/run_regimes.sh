@@ -9,6 +9,11 @@
 #   switch-0.5ms      sys.setswitchinterval(0.0005) (default 5 ms: how long a thread waiting for the GIL waits)
 #   switch-50ms       sys.setswitchinterval(0.05)
 #   one-cpu-0.5ms     both
+#   depth-2           STRATA_CHAIN_DEPTH=2 (two chained windows queued beyond the oldest in flight; slower on
+#                     2026-12-02, when a plain window took ~1.3 ms: measured again at ~0.75)
+# The window logs of 2026-12-05 (run_guard_windows.sh) put plain chained windows at p10 ~640 us, p50 ~720,
+# p90 ~800-950 from commit to commit in fast processes (p50 ~900 in a slow one) against 595 us for the 1-row
+# graph alone: the rest is the device waiting for the host's next window.
 # On a synthetic model of the default model's shape (no carry of the real model needed).
 #   bash tests/gpu/run_regimes.sh     carry [".wheels", ".whl/llama.gguf"]
 # REPEAT (3), MAXTOK (512), VARIANTS (all of the above) size it.
@@ -26,6 +31,7 @@ run() {   # run VARIANT: one bench under it, with the clocks sampled beside it
     switch-0.5ms) sw=0.0005 ;;
     switch-50ms) sw=0.05 ;;
     one-cpu-0.5ms) pre=(taskset -c 2); sw=0.0005 ;;
+    depth-2) pre=(env STRATA_CHAIN_DEPTH=2) ;;
   esac
   nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > /tmp/clk.txt 2>/dev/null & local smi=$!
   check "$v" "${pre[@]}" env SWITCH="$sw" timeout 120 python3 -c '
@@ -50,6 +56,6 @@ else:
 }
 for r in $(seq 1 ${REPEAT:-3}); do
   step "round $r"
-  for v in ${VARIANTS:-default one-cpu switch-0.5ms switch-50ms one-cpu-0.5ms}; do run $v; done
+  for v in ${VARIANTS:-default one-cpu switch-0.5ms switch-50ms one-cpu-0.5ms depth-2}; do run $v; done
 done
 summary
