@@ -93,7 +93,8 @@ class DraftWindow:
         """width >= 2; sizes: the pipeline's tiles on a GPU (captured there; k * width rows must fit one
         decode tile), None on a CPU."""
         d = drafter
-        self.n, self.k, self.width = n, k, width = k * width, k, width
+        n = k * width
+        self.n, self.k, self.width = n, k, width
         graphed = sizes is not None
         tile = sizes.tiles(n, prompt=False)[0][1] if graphed else n
         chain_tile = sizes.tiles(k, prompt=False)[0][1] if graphed else k

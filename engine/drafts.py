@@ -143,6 +143,7 @@ class MtpDrafter:
         self.ring_n = 0
         self.probs = True        # whether proposals' probabilities are computed (--spec-min-p > 0 reads them)
         self.windows: dict[tuple[int, int], object] = {}   # (slots, width) -> engine.draft_graph.DraftWindow
+        self.use_windows = os.environ.get("STRATA_DRAFT_WINDOW", "1") != "0"     # (else separate passes)
 
     def keep_ring(self, rows: int) -> None:
         """Keep the trunk's hidden state of the last `rows` positions of every slot that windows without
@@ -212,7 +213,7 @@ class MtpDrafter:
         """The DraftWindow for a chained draft window of these rows per slot, or None (the slots' row
         counts differ, none was captured, or STRATA_DRAFT_WINDOW=0): on a CPU made on first use."""
         w = lens[0]
-        if os.environ.get("STRATA_DRAFT_WINDOW", "1") == "0" or w < 2 or any(m != w for m in lens):
+        if not self.use_windows or w < 2 or any(m != w for m in lens):
             return None
         if self.device.type == "cpu" and (len(lens), w) not in self.windows:
             from engine.draft_graph import DraftWindow
