@@ -112,8 +112,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets).
     """
     if per_row and not q.is_cuda and q.shape[0] > 1:
-        return torch.cat([_one_row_attention(q[i:i + 1], k_cache, v_cache, s, p, window, scale)
-                          for i, (s, p) in enumerate(zip(slot.tolist(), pos.tolist()))])
+        return _rows_attention(q, k_cache, v_cache, slot.tolist(), pos.tolist(), window, scale)
     if not q.is_cuda and cpu_attention.usable(q, k_cache, max(rows, q.shape[0])):
         return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale)   # prompt tiles, fast mode
     if rows > q.shape[0] and not q.is_cuda:
@@ -184,13 +183,44 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
 def _one_row_attention(q, k_cache, v_cache, slot: int, pos: int, window: int, scale: float) -> torch.Tensor:
     """A one-row tile (CPU decode rows): a plain softmax over the slot's own keys, read in place. The
     row is alone in its tile whatever else runs, so this is as row-invariant as the blocked path."""
-    _, H, hd = q.shape
     lo = max(0, pos - window + 1) if window else 0
-    k = k_cache[slot, lo:pos + 1].float().permute(1, 2, 0)      # [kvh, hd, L]
-    v = v_cache[slot, lo:pos + 1].float().permute(1, 0, 2)      # [kvh, L, hd]
+    return _row_over(q, k_cache[slot, lo:pos + 1].float(), v_cache[slot, lo:pos + 1].float(), scale)
+
+
+def _row_over(q, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """One row's attention over its keys and values k, v [L, kvh, hd] (float32, rows kvh * hd apart)."""
+    _, H, hd = q.shape
+    k = k.permute(1, 2, 0)                                      # [kvh, hd, L]
+    v = v.permute(1, 0, 2)                                      # [kvh, L, hd]
     qg = (q.float() * scale).view(k.shape[0], H // k.shape[0], hd)
     p = torch.softmax(torch.matmul(qg, k), dim=-1)
     return torch.matmul(p, v).reshape(1, H, hd).to(q.dtype)
+
+
+def _rows_attention(q, k_cache, v_cache, slots: list[int], pos: list[int], window: int, scale: float) -> torch.Tensor:
+    """A CPU decode tile's rows, each with the bits a one-row tile gives it (_one_row_attention). A run of
+    rows of one slot at consecutive positions (a draft window's) converts that slot's keys and values to
+    float32 once, and each row multiplies its own part of them: the same values with the same strides, a
+    fresh buffer's alignment where a part starts past a whole 64 bytes (sliding windows), so the same
+    products (a --spec 4 window on this CPU converted its slot's cache four times a layer: a third of the
+    window, `strata bench --model default --devices cpu --spec 4`, 2026-12-05)."""
+    out, i, n = [], 0, len(slots)
+    while i < n:
+        j = i + 1
+        while j < n and slots[j] == slots[i] and pos[j] == pos[j - 1] + 1:
+            j += 1
+        los = [max(0, p - window + 1) if window else 0 for p in pos[i:j]]
+        k = k_cache[slots[i], los[0]:pos[j - 1] + 1].float()
+        v = v_cache[slots[i], los[0]:pos[j - 1] + 1].float()
+        row_bytes = k[0].numel() * 4
+        for r, lo in zip(range(i, j), los):
+            a, b = lo - los[0], pos[r] + 1 - los[0]
+            kr, vr = k[a:b], v[a:b]
+            if a and k_cache.dtype != torch.float32 and (a * row_bytes) % 64:
+                kr, vr = kr.clone(), vr.clone()
+            out.append(_row_over(q[r:r + 1], kr, vr, scale))
+        i = j
+    return torch.cat(out)
 
 
 def glu(gate: torch.Tensor, up: torch.Tensor, gelu: bool) -> torch.Tensor:

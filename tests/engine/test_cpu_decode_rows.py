@@ -69,3 +69,24 @@ def test_a_layout_with_dense_matrices_is_exact(mixed, capsys, flags):
     rc = main(["batch-test", "--model", str(mixed), "--parallel", "4", "--max-tokens", "12", *flags])
     out = capsys.readouterr().out
     assert rc == 0 and out.count("IDENTICAL") == 4, out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("window", [0, 3])
+@pytest.mark.parametrize("head_dim", [8, 16])
+def test_a_slots_run_of_decode_rows_gets_each_rows_one_row_attention(dtype, window, head_dim):
+    """A draft window's rows of one slot convert that slot's cache once (engine.layers._rows_attention):
+    each row still gets the bits it gets alone, with sliding windows whose rows start apart by a part of
+    64 bytes (3 KV heads of 8 values: 96 bytes a position) and runs broken by another slot or a gap."""
+    from engine.layers import attention
+
+    g = torch.Generator().manual_seed(head_dim + window)
+    k_cache = torch.randn(3, 20, 3, head_dim, generator=g).to(dtype)
+    v_cache = torch.randn(3, 20, 3, head_dim, generator=g).to(dtype)
+    slot = torch.tensor([1, 1, 1, 1, 0, 2, 2, 1, 1])
+    pos = torch.tensor([9, 10, 11, 12, 4, 6, 8, 13, 14])
+    q = torch.randn(len(slot), 6, head_dim, generator=g)
+    rows = attention(q, k_cache, v_cache, slot, pos, window, 0.3, per_row=True)
+    for i in range(len(slot)):
+        alone = attention(q[i:i + 1], k_cache, v_cache, slot[i:i + 1], pos[i:i + 1], window, 0.3)
+        assert torch.equal(rows[i:i + 1], alone), i

@@ -429,6 +429,10 @@ FAULTS = [
     Fault("chained-drafts-positions-ahead", "engine/draft_graph.py",
           "(nxt[:, None] + torch.arange(width", "(nxt[:, None] + 1 + torch.arange(width",
           [DC + "test_chained_draft_windows_keep_every_token_and_draft[1-1]"]),
+    # a slot's later decode rows of a draft window on a CPU stage over keys their sliding window has passed
+    Fault("decode-rows-window-start", "engine/layers.py",
+          "a, b = lo - los[0], pos[r] + 1 - los[0]", "a, b = 0, pos[r] + 1 - los[0]",
+          ["tests/engine/test_cpu_decode_rows.py::test_a_slots_run_of_decode_rows_gets_each_rows_one_row_attention"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
