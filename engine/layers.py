@@ -107,14 +107,15 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     tile's (slot, pos) as host ints, where the caller has them. rows: the tile's row count where q holds
     only its real rows (T < rows): the rows are computed as in the full tile (its products have the same
     shapes; rows added at the first row's slot and position, so a sliding window's blocks before all the
-    real rows' windows are not walked, are left out of the result; prompt tiles of the CPU fast mode run
+    real rows' windows are not walked, are left out of the result; the CPU fast mode's tiles run
     engine.cpu_attention's kernel instead, whose rows need no padding). per_row: a CPU
-    decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets).
+    decode tile, whose rows each get a one-row tile's attention (the bits a row alone in its tile gets;
+    the kernel's rows get them at any row count).
     """
+    if not q.is_cuda and cpu_attention.usable(q, k_cache):
+        return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale)   # the fast mode
     if per_row and not q.is_cuda and q.shape[0] > 1:
         return _rows_attention(q, k_cache, v_cache, slot.tolist(), pos.tolist(), window, scale)
-    if not q.is_cuda and cpu_attention.usable(q, k_cache, max(rows, q.shape[0])):
-        return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale)   # prompt tiles, fast mode
     if rows > q.shape[0] and not q.is_cuda:
         n = q.shape[0]
         pad = rows - n
@@ -202,8 +203,9 @@ def _rows_attention(q, k_cache, v_cache, slots: list[int], pos: list[int], windo
     rows of one slot at consecutive positions (a draft window's) converts that slot's keys and values to
     float32 once, and each row multiplies its own part of them: the same values with the same strides, a
     fresh buffer's alignment where a part starts past a whole 64 bytes (sliding windows), so the same
-    products (a --spec 4 window on this CPU converted its slot's cache four times a layer: a third of the
-    window, `strata bench --model default --devices cpu --spec 4`, 2026-12-05)."""
+    products. Where engine.cpu_attention's kernel does not run (no AVX512-BF16, STRATA_CPU_ATTN=0): a
+    --spec 4 window of the default model converted its slot's cache four times a layer, a third of the
+    window (2 cores, `strata bench --model default --devices cpu --spec 4`, 2026-12-05)."""
     out, i, n = [], 0, len(slots)
     while i < n:
         j = i + 1

@@ -107,7 +107,7 @@ def test_kernel_is_attention_and_close_to_torchs_path(h, kvh, hd, dtype, window)
     q = torch.randn(t, h, hd, generator=torch.Generator().manual_seed(2)).to(dtype)
     slot, pos = torch.full((t,), 2), torch.arange(ctx - t, ctx)
     scale = 1 / math.sqrt(hd)
-    assert cpu_attention.usable(q, kc, t)
+    assert cpu_attention.usable(q, kc)
     got = cpu_attention.attention(q, kc, vc, slot, pos, window, scale)
     assert got.dtype == dtype and got.shape == q.shape
     assert torch.equal(attention(q, kc, vc, slot, pos, window, scale), got)       # the fast mode's dispatch
@@ -161,10 +161,10 @@ def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(wi
 
 
 @needs_kernel
-def test_prompt_tiles_and_only_they_run_the_kernel():
-    """Decided by the tile's size (Tile.size where only its real rows are passed): a tile's real rows get
-    the whole tile's bits; decode tiles (per_row), float32 caches (the reference mode) and
-    STRATA_CPU_ATTN=0 keep torch's path."""
+def test_every_fast_mode_tile_runs_the_kernel():
+    """Prompt tiles (a tile's real rows get the whole tile's bits), decode tiles (per_row) and one-row tiles
+    alike: a decode row gets the bits the same row gets in a prompt tile; float32 caches (the reference
+    mode) and STRATA_CPU_ATTN=0 keep torch's path."""
     kc, vc = kv(2, 260, 1, 256, 5)
     q = torch.randn(128, 4, 256, generator=torch.Generator().manual_seed(6))
     slot, pos = torch.full((128,), 1), torch.arange(100, 228)
@@ -172,9 +172,11 @@ def test_prompt_tiles_and_only_they_run_the_kernel():
     assert torch.equal(whole, cpu_attention.attention(q, kc, vc, slot, pos, 0, 1 / 16))
     assert torch.equal(attention(q[:50], kc, vc, slot[:50], pos[:50], 0, 1 / 16, rows=128), whole[:50])
     assert not torch.equal(whole, torch_path(q, kc, vc, slot, pos, 0, 1 / 16))
-    assert not cpu_attention.usable(q[:8], kc, 8) and not cpu_attention.usable(q, kc.float(), 128)
-    per_row = attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, per_row=True)
-    assert torch.equal(per_row, torch_path(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, None, 0, True))
+    assert cpu_attention.usable(q[:8], kc) and not cpu_attention.usable(q, kc.float())
+    assert torch.equal(attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, per_row=True), whole[:4])
+    assert torch.equal(attention(q[7:8], kc, vc, slot[7:8], pos[7:8], 0, 1 / 16, at=(1, 107)), whole[7:8])
+    f32 = attention(q[:4], kc.float(), vc.float(), slot[:4], pos[:4], 0, 1 / 16, per_row=True)
+    assert torch.equal(f32, torch_path(q[:4], kc.float(), vc.float(), slot[:4], pos[:4], 0, 1 / 16, None, 0, True))
 
 
 def test_kernel_switch_off():
@@ -182,7 +184,7 @@ def test_kernel_switch_off():
     import subprocess
     import sys
     code = ("from engine import cpu_attention as a; import torch; print(a.usable(torch.zeros(128, 4, 256), "
-            "torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16), 128))")
+            "torch.zeros(1, 8, 1, 256, dtype=torch.bfloat16)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "STRATA_CPU_ATTN": "0"}).stdout.strip()
     assert out == "False"

@@ -39,9 +39,16 @@ def test_int4_stages_take_shared_decode_tiles_and_dense_ones_do_not(q4k, mixed, 
 
 
 @pytest.mark.parametrize("flags", [[], ["--temperature", "0.8", "--seed", "3"], ["--draft", "mtp", "--spec", "3"],
-                                   ["--devices", "cpu,cpu", "--batch-groups", "2", "--piped-mtp", "2"]],
-                         ids=["greedy", "sampled", "spec3", "piped"])
-def test_rows_in_shared_decode_tiles_keep_their_bits(q4k, capsys, flags):
+                                   ["--devices", "cpu,cpu", "--batch-groups", "2", "--piped-mtp", "2"],
+                                   ["--draft", "mtp", "--spec", "3", "torch-attention"]],
+                         ids=["greedy", "sampled", "spec3", "piped", "spec3-torch-attention"])
+def test_rows_in_shared_decode_tiles_keep_their_bits(q4k, capsys, monkeypatch, flags):
+    """torch-attention: without the CPU attention kernel (a CPU without AVX512-BF16), torch's per-row path."""
+    if "torch-attention" in flags:
+        from engine import cpu_attention
+
+        monkeypatch.setattr(cpu_attention, "ENABLED", False)
+        flags = flags[:-1]
     rc = main(["batch-test", "--model", str(q4k), "--parallel", "4", "--max-tokens", "12", *flags])
     out = capsys.readouterr().out
     assert rc == 0 and out.count("IDENTICAL") == 4, out
@@ -75,18 +82,18 @@ def test_a_layout_with_dense_matrices_is_exact(mixed, capsys, flags):
 @pytest.mark.parametrize("window", [0, 3])
 @pytest.mark.parametrize("head_dim", [8, 16])
 def test_a_slots_run_of_decode_rows_gets_each_rows_one_row_attention(dtype, window, head_dim):
-    """A draft window's rows of one slot convert that slot's cache once (engine.layers._rows_attention):
-    each row still gets the bits it gets alone, with sliding windows whose rows start apart by a part of
-    64 bytes (3 KV heads of 8 values: 96 bytes a position) and runs broken by another slot or a gap."""
-    from engine.layers import attention
+    """torch's path for a decode tile (where the CPU attention kernel does not run): a draft window's rows
+    of one slot convert that slot's cache once (engine.layers._rows_attention), and each row still gets the
+    bits it gets alone, with sliding windows whose rows start apart by a part of 64 bytes (3 KV heads of 8
+    values: 96 bytes a position) and runs broken by another slot or a gap."""
+    from engine.layers import _one_row_attention, _rows_attention
 
     g = torch.Generator().manual_seed(head_dim + window)
     k_cache = torch.randn(3, 20, 3, head_dim, generator=g).to(dtype)
     v_cache = torch.randn(3, 20, 3, head_dim, generator=g).to(dtype)
-    slot = torch.tensor([1, 1, 1, 1, 0, 2, 2, 1, 1])
-    pos = torch.tensor([9, 10, 11, 12, 4, 6, 8, 13, 14])
+    slot = [1, 1, 1, 1, 0, 2, 2, 1, 1]
+    pos = [9, 10, 11, 12, 4, 6, 8, 13, 14]
     q = torch.randn(len(slot), 6, head_dim, generator=g)
-    rows = attention(q, k_cache, v_cache, slot, pos, window, 0.3, per_row=True)
-    for i in range(len(slot)):
-        alone = attention(q[i:i + 1], k_cache, v_cache, slot[i:i + 1], pos[i:i + 1], window, 0.3)
-        assert torch.equal(rows[i:i + 1], alone), i
+    rows = _rows_attention(q, k_cache, v_cache, slot, pos, window, 0.3)
+    for i, (s, p) in enumerate(zip(slot, pos)):
+        assert torch.equal(rows[i:i + 1], _one_row_attention(q[i:i + 1], k_cache, v_cache, s, p, window, 0.3)), i

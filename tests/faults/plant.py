@@ -378,7 +378,8 @@ FAULTS = [
     # prompt path instead of each row's one-row attention: other bits than the row alone
     Fault("cpu-decode-tile-not-per-row", "engine/layers.py",
           "    if per_row and not q.is_cuda and q.shape[0] > 1:", "    if False:",
-          ["tests/engine/test_cpu_decode_rows.py::test_rows_in_shared_decode_tiles_keep_their_bits"]),
+          ["tests/engine/test_cpu_decode_rows.py::test_rows_in_shared_decode_tiles_keep_their_bits"
+           "[spec3-torch-attention]"]),
     # a dense matrix (Q6_K on a CPU) computing a decode tile's rows in one padded GEMM, not one row per call
     Fault("cpu-dense-rows-not-alone", "engine/quant.py",
           "        if alone and x[..., 0].numel() > 1:", "        if False:",
