@@ -83,7 +83,8 @@ class DraftWindow:
     each (the current token, then width - 1 proposals): each slot's kept count from the target's picks,
     the drafter over the window's rows, and its chain of width - 1 proposals from each slot's last kept row.
     On a GPU one CUDA graph replay over the pipeline's decode tiles (the window's rows in one tile, the
-    chains in another, padding rows on the drafter's scratch slot): before it the same work took ~70 eager
+    chains in another, padding rows on the drafter's scratch slot; the head runs over the chains' rows
+    only, one a slot, not over the window's): before it the same work took ~70 eager
     launches and copies from the stage thread, which left the device idle for a third of every --spec 4
     window on the default model's shape (H100, 2026-12-05, tests/gpu/run_draft_window.sh). On a CPU the
     same body runs eagerly on the real rows alone. run() returns one tensor: the window's picks [n], each
@@ -114,15 +115,14 @@ class DraftWindow:
             ok = ok.view(k, width)[:, :-1]
             kept = 1 + ok.long().cumprod(dim=1).sum(dim=1)
             trunk = self.x if d.trunk_norm is None else rms_norm(self.x, d.trunk_norm, d.cfg.norm_eps)
-            n_dev = real[:1] if graphed else None
-            g = d._layer(picks, trunk, slot, pos, n_dev)
-            tok, _ = d._pick(g, n_dev)
+            n_dev, k_dev = (real[:1], real[1:]) if graphed else (None, None)
+            g = d._layer(picks, trunk, slot, pos, n_dev)      # the drafter's KV at every row of the window
             last = starts + kept - 1                   # each slot's last kept row starts its chain
-            h, first, nxt = g[last], tok[last], pos[last] + 1
-            cols = [picks[last], first]
+            nxt = pos[last] + 1
+            hs = torch.cat((g[last], g.new_zeros(pad, n_embd)))     # the chains' rows (a tile of their own)
+            ts, _ = d._pick(hs, k_dev)                 # the head over those alone, not over the window's rows
+            cols = [picks[last], ts[:k]]
             if width > 2:
-                k_dev = real[1:] if graphed else None
-                hs, ts = torch.cat((h, h.new_zeros(pad, n_embd))), torch.cat((first, first.new_zeros(pad)))
                 ss = torch.cat((slot[starts], slot.new_full((pad,), d.scratch_slot)))
                 ps = torch.cat((nxt, nxt.new_zeros(pad)))
                 for step in range(width - 2):

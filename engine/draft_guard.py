@@ -27,6 +27,11 @@ ring, and the first window with drafts again catches the drafter's KV up on them
 (engine.drafts.MtpDrafter.catch_up), so drafts after a pause propose as well as before it (without that
 the H200 measured them at 472 tok/s where drafts every window made 976). Tokens never depend on it: every
 draft is verified.
+A CPU stage (and any layout of one group whose windows do not chain) has the guard too: there a window's
+rows cost more than on a GPU, so drafts pay only where they are kept often (the default model on 2 cores,
+2026-12-05, `strata bench --model default --devices cpu --streams 1 --max-tokens 256`: code at --spec 2
+82-83 tok/s against 66-70 without drafts, prose at --spec 4 63 against 74-75). Paused windows there still
+run the drafter's layer over their rows (its KV follows, no proposals): nothing to catch up on.
 """
 from __future__ import annotations
 
@@ -48,15 +53,14 @@ LOG = os.environ.get("STRATA_DRAFT_GUARD_LOG", "") == "1"     # each measurement
 
 
 def guard_mode() -> str:
-    """STRATA_DRAFT_GUARD: auto (on where windows chain), 1 (on), 0 (off: drafts every window)."""
+    """STRATA_DRAFT_GUARD: auto or 1 (on where there is one group), 0 (off: drafts every window)."""
     return os.environ.get("STRATA_DRAFT_GUARD", "auto")
 
 
-def guards(n_groups: int, chain: bool) -> bool:
-    """Whether a layout of n_groups groups, whose windows chain or not (engine.pipeline.chain_mode), has a
-    guard: one group, and chaining windows (auto) or STRATA_DRAFT_GUARD=1."""
-    mode = guard_mode()
-    return n_groups == 1 and (mode == "1" or (mode == "auto" and chain))
+def guards(n_groups: int) -> bool:
+    """Whether a layout of n_groups groups has a guard: one group, unless STRATA_DRAFT_GUARD=0. (Pipelined
+    groups draft inside the pipeline: piped MTP, which the guard does not measure.)"""
+    return n_groups == 1 and guard_mode() != "0"
 
 
 class DraftGuard:

@@ -128,8 +128,9 @@ def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -
 
 def _keeps_ring(plan: DraftPlan, groups: list[list[int]], devices: list[str]) -> bool:
     """Whether the MTP drafter keeps a ring of paused positions (MtpDrafter.keep_ring): where a draft guard
-    can pause its drafts (engine.draft_guard.guards)."""
-    return plan.follows and guards(len(groups), chain_mode(devices))
+    can pause its drafts (engine.draft_guard.guards) and paused windows chain, skipping the drafter (where
+    they do not chain the drafter follows them)."""
+    return plan.follows and guards(len(groups)) and chain_mode(devices)
 
 
 def cpu_threads(devices: list[str], notes: list[str]) -> int:

@@ -81,7 +81,7 @@ class Scheduler:
         self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque[InFlight] = deque()
-        self.guard = DraftGuard(guards(len(groups), pipeline.chain))
+        self.guard = DraftGuard(guards(len(groups)))
         self.window_log = WindowLog()
         self.chain_drafts = chains_drafts(pipeline, drafter, plan, conv_kernel)
         if self.guard.enabled and drafter is not None and drafter.ring is not None:   # paused windows' hidden

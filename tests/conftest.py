@@ -10,6 +10,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # anything (transformers, a kernel module) imports triton, whatever order the tests run in.
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Drafts every window unless a test turns the draft guard on: its choice follows the wall clock, so with it a
+# test's draft counts would depend on the machine's speed (tests/engine/test_draft_guard.py tests it).
+os.environ.setdefault("STRATA_DRAFT_GUARD", "0")
 # Keep every test away from the user's real settings and chats.
 os.environ.setdefault("STRATA_STUDIO_HOME", tempfile.mkdtemp(prefix="strata-test-home-"))
 

@@ -213,3 +213,40 @@ def test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_p
     err = (k_resumed[:n] - k_every[:n]).norm() / k_every[:n].norm()
     assert err < 0.05, err                               # (a GPU's catch-up rows run in other tiles)
     assert all(k_resumed[p].abs().sum() > 0 for p in paused)
+
+
+def test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_drafter(synthetic, monkeypatch):
+    """The default (STRATA_DRAFT_GUARD unset) on a CPU stage, whose windows do not chain: drafts that cost
+    three times what they give are paused; paused windows still run the drafter's layer over their rows (no
+    ring to catch up from), and the tokens are the ones decoded without drafts. Two groups have no guard."""
+    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "HOLD", 12)
+    monkeypatch.delenv("STRATA_DRAFT_GUARD")
+    monkeypatch.delenv("STRATA_CHAIN", raising=False)
+    assert draft_guard.guards(1) and not draft_guard.guards(2)
+
+    class Guard(DraftGuard):
+        def __init__(self, enabled, clock=None):
+            c = Clock(3e-3, 1e-3)
+            super().__init__(enabled, c)
+            c.guard = self
+    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    followed = [0]
+    real_advance = drafts.MtpDrafter.advance
+
+    def advance(self, *a, **k):
+        followed[0] += 1
+        return real_advance(self, *a, **k)
+    monkeypatch.setattr(drafts.MtpDrafter, "advance", advance)
+    model = str(synthetic("llama", mtp=1))
+    reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=60))]
+    with local_client(EngineConfig(model=model, parallel=1)) as eng:
+        plain = run_together(eng, reqs)["a"]
+    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
+        assert eng.transport.core.model.drafter.ring is None
+        got = run_together(eng, reqs)["a"]
+        tel = eng.latest_telemetry
+    assert got.tokens == plain.tokens
+    assert 0 < got.done.drafts_offered < 2 * 60 and tel.drafts_paused_total >= 8
+    assert followed[0] >= got.done.windows - 1        # the drafter followed every decode window, paused or not

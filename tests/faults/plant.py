@@ -223,6 +223,17 @@ FAULTS = [
           "if lead >= FAR else hold", "if lead >= 100 * FAR else hold",
           ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
     # windows the guard paused still followed by the drafter (no chaining: the pause saves nothing)
+    # a CPU stage (windows that do not chain) left without the guard by default, as before 2026-12-05
+    Fault("guard-off-on-cpu", "engine/draft_guard.py",
+          'return n_groups == 1 and guard_mode() != "0"', 'return n_groups == 1 and guard_mode() == "1"',
+          ["tests/engine/test_draft_guard.py::"
+           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_drafter"]),
+    # the ring of paused positions (up to 128 MiB) kept where paused windows do not chain and never fill it
+    Fault("guard-ring-without-chain", "engine/loader.py",
+          "return plan.follows and guards(len(groups)) and chain_mode(devices)",
+          "return plan.follows and guards(len(groups))",
+          ["tests/engine/test_draft_guard.py::"
+           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_drafter"]),
     Fault("guard-paused-drafter-follows", "engine/scheduler.py",
           "return self.drafter is not None and self.plan.follows and self.guard.drafting",
           "return self.drafter is not None and self.plan.follows",
