@@ -1,13 +1,15 @@
 """The CPU fast mode's own kernels (engine/native/): the prompt-tile matmul (int4_prompt_gemm.c: int4 matrices
 in torch's packed layout dequantized once per call into bfloat16 panels and multiplied with AVX512-BF16 dot
-products), the Q8_0 head (q8_0_rows.c: a head's rows read straight from the file's Q8_0 blocks), Q6_K decode
-tiles (q6_k_rows.c: the file's blocks, where prompt tiles multiply a dense copy), the prompt tiles' attention
-(prompt_attention.c, called through engine/cpu_attention.py) and every CPU stage's RMSNorm (rows_norm.c).
+products), the decode-tile matmul on the same layout (int4_rows.c), the Q8_0 head (q8_0_rows.c: a head's
+rows read straight from the file's Q8_0 blocks), Q6_K decode tiles (q6_k_rows.c: the file's blocks, where
+prompt tiles multiply a dense copy), the tiles' attention (prompt_attention.c, called through
+engine/cpu_attention.py) and every CPU stage's RMSNorm (rows_norm.c).
 
 torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
 AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
-matrices (Q8_0, Q5_0, Q5_1) and 154-170 on one-part ones, this kernel 309-384. Decode tiles (a few rows)
-keep torch's kernel: there the weights' bytes, not the arithmetic, set the time.
+matrices (Q8_0, Q5_0, Q5_1) and 154-170 on one-part ones, this kernel 309-384. Decode tiles (fewer than
+MIN_TILE rows) run int4_rows.c: the codes multiplied as 4-bit integers in bfloat16 pairs, each 32-value
+group's scale and zero applied once to its sum (STRATA_CPU_ROWS=0: torch's kernel).
 
 The weights it multiplies are the int4 kernel's values rounded to bfloat16 (as the activations already
 are), so prompt rows and decode rows see a matrix rounded differently; each kind always runs the same
@@ -43,9 +45,10 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
 SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c",
-           NATIVE / "prompt_attention.c"]
+           NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c"]
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
+ROWS_KERNEL = os.environ.get("STRATA_CPU_ROWS", "1") != "0"   # decode tiles on int4_rows.c (0: torch's kernel)
 
 _lib: ctypes.CDLL | None = None
 _why = ""
@@ -100,6 +103,10 @@ def _load() -> ctypes.CDLL | None:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
             fn.restype = ctypes.c_int
+            fn = lib.strata_int4_rows
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64]
+            fn.restype = ctypes.c_int
             fn = lib.strata_q8_0_matmul
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                            ctypes.c_void_p]
@@ -129,13 +136,15 @@ def available() -> bool:
 
 
 def describe() -> str:
-    """For the effective configuration: which kernels run prompt tiles, a Q8_0 head and Q6_K decode rows."""
+    """For the effective configuration: which kernels run prompt tiles, decode rows, a Q8_0 head and Q6_K
+    decode rows."""
     from engine import cpu_attention           # (it imports this module)
 
     if available():
         return ("prompt tiles on the AVX512-BF16 kernels (weights rounded to bfloat16; attention "
                 + ("too" if cpu_attention.ENABLED else "on torch's path, STRATA_CPU_ATTN=0")
-                + "), a Q8_0 head and Q6_K decode rows on the file's blocks")
+                + "), int4 decode rows on " + ("the project's kernel" if ROWS_KERNEL else "torch's, STRATA_CPU_ROWS=0")
+                + ", a Q8_0 head and Q6_K decode rows on the file's blocks")
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 
 
@@ -158,6 +167,27 @@ def matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, part
     if m and _load().strata_int4_gemm(x.data_ptr(), m, k, packed.data_ptr(), sz.data_ptr(), n, parts,
                                       y.data_ptr(), n, int(f32)) != 0:
         raise MemoryError("the CPU prompt kernel could not allocate its panels")
+    return y
+
+
+def rows_usable(n: int, k: int) -> bool:
+    """Whether an int4 matrix [n, k] can run int4_rows.c (whole 64-column packing blocks); engine.cpu_int4
+    runs decode tiles on it (fewer than MIN_TILE rows, decided by the tile's size), and the matrices whose
+    tiles are a few real rows at any tile."""
+    return n % BLOCK_N == 0 and k % 32 == 0 and ROWS_KERNEL and available()
+
+
+def rows_matmul(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor, n: int, parts: int) -> torch.Tensor:
+    """bfloat16 x [M, K] (contiguous) @ W.T -> bfloat16 [M, n] on int4_rows.c; W as in `matmul`."""
+    m, k = x.shape
+    if not (x.dtype == torch.bfloat16 and x.is_contiguous() and packed.is_contiguous() and sz.is_contiguous()):
+        raise ValueError("cpu_gemm.rows_matmul needs contiguous bfloat16 x and contiguous weights")
+    if packed.numel() != n * k * parts // 2 or sz.shape != (k * parts // 32, n, 2):
+        raise ValueError(f"packed weights {tuple(packed.shape)}, {tuple(sz.shape)} do not fit n={n}, k={k}, parts={parts}")
+    y = torch.empty((m, n), dtype=torch.bfloat16)
+    if m and _load().strata_int4_rows(x.data_ptr(), m, k, packed.data_ptr(), sz.data_ptr(), n, parts,
+                                      y.data_ptr(), n) != 0:
+        raise MemoryError("the CPU decode-row kernel could not allocate its sums")
     return y
 
 

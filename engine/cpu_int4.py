@@ -40,7 +40,7 @@ class Int4Weight:
     packed: torch.Tensor        # torch's int4 CPU layout of [N, K] codes, or of [N, 2K] for two parts
     sz: torch.Tensor            # [K/32 or 2K/32, N, 2] bfloat16 scale and zero
     gemm: bool = True           # prompt tiles on engine.cpu_gemm (False: the head, routers, experts, whose
-                                # tiles are a few real rows of a large matrix: torch's kernel at any tile)
+                                # tiles are a few real rows of a large matrix: the decode-row kernel at any tile)
 
     @property
     def twice(self) -> bool:
@@ -155,6 +155,9 @@ def linear(x: torch.Tensor, w: Int4Weight, tile: int) -> torch.Tensor:
         return fresh.new_zeros(*lead, w.n)
     if w.gemm and cpu_gemm.usable(w.n, tile):    # a prompt tile: every row alike at any row count too
         return cpu_gemm.matmul(fresh, w.packed, w.sz, w.n, 2 if w.twice else 1).reshape(*lead, w.n)
+    if (tile < cpu_gemm.MIN_TILE or not w.gemm) and cpu_gemm.rows_usable(w.n, w.k):
+        # decode tiles, and the head, routers and experts at any tile: a row's bits alone too, at any row count
+        return cpu_gemm.rows_matmul(fresh, w.packed, w.sz, w.n, 2 if w.twice else 1).reshape(*lead, w.n)
     if fresh.shape[0] <= tile:
         return _mm(fresh, w).reshape(*lead, w.n)
     return torch.cat([_mm(t.clone(), w) for t in fresh.split(tile)]).reshape(*lead, w.n)

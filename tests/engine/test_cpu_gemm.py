@@ -1,6 +1,6 @@
 """The CPU fast mode's own kernels (engine.cpu_gemm): the prompt-tile kernel (engine/native/int4_prompt_gemm.c),
-the Q8_0 head kernel (engine/native/q8_0_rows.c), the Q6_K decode rows (engine/native/q6_k_rows.c) and the
-CPU stages' RMSNorm (engine/native/rows_norm.c).
+the int4 decode-row kernel (engine/native/int4_rows.c), the Q8_0 head kernel (engine/native/q8_0_rows.c), the
+Q6_K decode rows (engine/native/q6_k_rows.c) and the CPU stages' RMSNorm (engine/native/rows_norm.c).
 
 The prompt kernel must read torch's packed int4 layout right for every type the fast mode keeps (one part
 and two), give a row the same bits whatever the other rows, their count and the thread count, and be the
@@ -37,7 +37,7 @@ def test_prompt_kernel_reads_every_type_and_rows_stand_alone(qt, k):
     assert y.dtype == torch.bfloat16 and y.shape == (45, n)
     exact = x.double() @ dequantize(data, qt, n * k).reshape(n, k).double().T
     assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2          # the file's values, in bfloat16
-    torch_kernel = cpu_int4.linear(x, w, 8).double()                           # a decode tile: torch's kernel
+    torch_kernel = cpu_int4._mm(x.clone(), w).double()                          # torch's int4 kernel
     assert ((y.double() - torch_kernel).norm() / exact.norm()).item() < 1e-2
     # the float32 sums (before the rounding to bfloat16, which would hide most differences): every row the
     # same bits in register blocks of 6 rows and in the tails, whatever the rows beside it
@@ -50,6 +50,46 @@ def test_prompt_kernel_reads_every_type_and_rows_stand_alone(qt, k):
     other = torch.randn(45, k, generator=torch.Generator().manual_seed(9)).to(torch.bfloat16)
     other[40] = x[2]
     assert torch.equal(sums(other)[40], full[2])                             # other rows, other place
+
+
+@needs_kernel
+@pytest.mark.parametrize("qt,k", [(QT.Q4_0, 576), (QT.Q4_1, 320), (QT.Q4_K, 512), (QT.Q8_0, 320), (QT.Q5_1, 96)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_decode_row_kernel_reads_every_type_and_rows_stand_alone(qt, k, monkeypatch):
+    """int4_rows.c: decode tiles of any int4 matrix (prompt tiles run the prompt kernel); each row the bits it
+    gets alone, in passes of 4 rows and their tails, whatever the rows beside it and the thread count. (Its
+    sums are torch's int4 kernel's: s * sum x (q - 8) + z * sum x a group; on these weights the same bits.)"""
+    n = 192
+    data = blocks(qt, n, k, 11)
+    w = cpu_int4.from_gguf(data, qt, n, k)
+    parts = 2 if w.twice else 1
+    assert cpu_gemm.rows_usable(n, k) and not cpu_gemm.rows_usable(48, k)
+    rows = lambda r: cpu_gemm.rows_matmul(r.contiguous(), w.packed, w.sz, n, parts)     # noqa: E731
+    ran = []
+    real = cpu_gemm.rows_matmul
+    monkeypatch.setattr(cpu_gemm, "rows_matmul", lambda *a: ran.append(a[0].shape[0]) or real(*a))
+    x = torch.randn(13, k, generator=torch.Generator().manual_seed(12)).to(torch.bfloat16)
+    y = cpu_int4.linear(x, w, 16)
+    assert ran == [13]                                                 # a decode tile: this kernel, one call
+    assert not torch.equal(cpu_int4.linear(x, w, 128), y) and ran == [13]     # a prompt tile: the prompt kernel
+    w.gemm = False                                                     # a head's, a router's, an expert's rows:
+    assert torch.equal(cpu_int4.linear(x, w, 128), y) and ran == [13, 13]     # this kernel at any tile
+    assert y.dtype == torch.bfloat16 and y.shape == (13, n) and torch.equal(y, rows(x))
+    exact = x.double() @ dequantize(data, qt, n * k).reshape(n, k).double().T
+    assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2
+    torch_kernel = cpu_int4._mm(x.clone(), w).double()
+    assert ((y.double() - torch_kernel).norm() / exact.norm()).item() < 1e-2
+    for a, b in ((0, 1), (3, 4), (4, 9), (1, 13), (12, 13)):
+        assert torch.equal(rows(x[a:b]), y[a:b]), (a, b)
+    other = torch.randn(6, k, generator=torch.Generator().manual_seed(13)).to(torch.bfloat16)
+    other[5] = x[2]
+    assert torch.equal(rows(other)[5], y[2])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(rows(x), y)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @needs_kernel

@@ -323,6 +323,22 @@ FAULTS = [
           "for (int64_t jr = j0; jr < j1; jr++) {\n            const int64_t j = j0 + j1 - 1 - jr;\n"
           "            const __m512bh *w = (const __m512bh *)(panel + j * NB);\n            for (int i = 0; i < mr; i++)",
           [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
+    # the CPU decode-row kernel (engine/native/int4_rows.c): a group's zero left out; a two-part matrix's
+    # second part multiplied with x's first columns again; every row of a 4-row pass reading the pass's first
+    # row of x; decode tiles sent to torch's kernel after all
+    Fault("int4-rows-zero-dropped", "engine/native/int4_rows.c",
+          "acc_lo[i] = _mm512_fmadd_ps(zl, xs, _mm512_fmadd_ps(sl, t_lo[i], acc_lo[i]));",
+          "acc_lo[i] = _mm512_fmadd_ps(sl, t_lo[i], acc_lo[i]);",
+          [GM + "test_decode_row_kernel_reads_every_type_and_rows_stand_alone[Q4_1-320]"]),
+    Fault("int4-rows-second-part-x", "engine/native/int4_rows.c",
+          "const int64_t kx = (g * 32) % K;", "const int64_t kx = g * 32 < K ? g * 32 : 0;",
+          [GM + "test_decode_row_kernel_reads_every_type_and_rows_stand_alone[Q8_0-320]"]),
+    Fault("int4-rows-pass-shares-x", "engine/native/int4_rows.c",
+          "x[(r0 + i) * (K / 2) + kx / 2 + j]", "x[r0 * (K / 2) + kx / 2 + j]",
+          [GM + "test_decode_row_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
+    Fault("int4-decode-rows-on-torch", "engine/cpu_int4.py",
+          "if (tile < cpu_gemm.MIN_TILE or not w.gemm) and cpu_gemm.rows_usable(w.n, w.k):", "if False:",
+          [GM + "test_decode_row_kernel_reads_every_type_and_rows_stand_alone[Q4_1-320]"]),
     # the CPU Q8_0 head kernel (engine/native/q8_0_rows.c): a block's second 16 codes read from its first;
     # every row of a 4-row pass reading the pass's first row of x
     # the CPU RMSNorm leaving out a row's values past its last 16 lanes, or dividing by one value fewer
