@@ -1,8 +1,10 @@
 """The CPU prompt kernel (engine.cpu_gemm) beside torch's int4 kernel and a dense bfloat16 matmul, on the
 shapes of Gemma 3 270M's and SmolLM2's matrices: time, GFLOP/s, and the largest difference from torch's
-int4 kernel relative to its largest value.
+int4 kernel relative to its largest value; at decode tiles' row counts (below cpu_gemm.MIN_TILE) also the
+decode-row kernel (engine/native/int4_rows.c): time and GB/s over the weights' bytes (codes, scales, zeros).
 
     .venv/bin/python tests/cpu/bench_prompt_gemm.py [ROWS ...]      # default 128 (a prompt tile) and 8
+    .venv/bin/python tests/cpu/bench_prompt_gemm.py 1 2 4 8          # decode tiles
 
 Run it on a quiet machine (another process on the cores halves the figures). The peak to compare with:
 cores x clock x 64 (one 512-bit vdpbf16ps a cycle: 32 multiply-adds).
@@ -54,6 +56,12 @@ def main() -> int:
                 diff = (cpu_gemm.matmul(x, packed, sz, n, parts).float() - ref).abs().max() / ref.abs().max()
                 line += f", this kernel {t_own * 1e3:7.3f} ({2 * m * n * k / t_own / 1e9:4.0f}), " \
                         f"max diff {diff.item():.1e}"
+                if m < cpu_gemm.MIN_TILE:
+                    t_rows = timed(lambda: cpu_gemm.rows_matmul(x, packed, sz, n, parts))
+                    got = cpu_gemm.rows_matmul(x, packed, sz, n, parts).float()
+                    weights = packed.numel() * packed.element_size() + sz.numel() * sz.element_size()
+                    line += f"; decode rows {t_rows * 1e3:7.3f} ms ({weights / t_rows / 1e9:5.1f} GB/s, torch's " \
+                            f"{weights / t_int4 / 1e9:5.1f}), max diff {((got - ref).abs().max() / ref.abs().max()).item():.1e}"
             print(line, flush=True)
     return 0
 
