@@ -45,7 +45,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
 SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c",
-           NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c"]
+           NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c", NATIVE / "decode_attention.c"]
+HEADERS = [NATIVE / "attention_math.h"]     # included by the sources: part of the build's hash
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 ROWS_KERNEL = os.environ.get("STRATA_CPU_ROWS", "1") != "0"   # decode tiles on int4_rows.c (0: torch's kernel)
@@ -60,7 +61,7 @@ def _library_path() -> Path:
     bundled = NATIVE / "strata_cpu.so"
     if bundled.exists():
         return bundled
-    tag = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES)).hexdigest()[:16]
+    tag = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES + HEADERS)).hexdigest()[:16]
     return Path(platformdirs.user_cache_dir("strata-studio")) / "native" / f"strata_cpu-{tag}.so"
 
 
@@ -119,11 +120,11 @@ def _load() -> ctypes.CDLL | None:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_float]
             fn.restype = ctypes.c_int
-            fn = lib.strata_prompt_attention            # engine/cpu_attention.py
-            fn.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 5, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                           ctypes.c_float, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
+            for fn in (lib.strata_prompt_attention, lib.strata_decode_attention):     # engine/cpu_attention.py
+                fn.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 5, ctypes.c_int, ctypes.c_void_p,
+                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_int64, ctypes.c_float, ctypes.c_void_p]
+                fn.restype = ctypes.c_int
             _lib = lib
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # (Attribute: stale build)
             _why = f"unavailable ({e})"

@@ -113,7 +113,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slo
     the kernel's rows get them at any row count).
     """
     if not q.is_cuda and cpu_attention.usable(q, k_cache):
-        return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale)   # the fast mode
+        return cpu_attention.attention(q, k_cache, v_cache, slot, pos, window, scale, decode=per_row)  # fast mode
     if per_row and not q.is_cuda and q.shape[0] > 1:
         return _rows_attention(q, k_cache, v_cache, slot.tolist(), pos.tolist(), window, scale)
     if rows > q.shape[0] and not q.is_cuda:

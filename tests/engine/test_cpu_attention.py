@@ -1,8 +1,9 @@
 """The CPU attention of a tile of rows (engine.layers.attention): each key block is multiplied with all
 the tile's rows per slot, and a row keeps its own slot's products. A row's result must not depend on
 which slots the other rows of its tile read (one slot, several, padding rows), and must be attention.
-The fast mode's prompt tiles run engine.cpu_attention's kernel (engine/native/prompt_attention.c) under the
-same rules: close to the torch path, a row's bits alone or in any tile at any start and thread count."""
+The fast mode's prompt tiles run engine.cpu_attention's kernel (engine/native/prompt_attention.c), its decode
+tiles engine/native/decode_attention.c, under the same rules: close to attention, a row's bits alone or in
+any tile at any start and thread count."""
 from __future__ import annotations
 
 import math
@@ -161,10 +162,10 @@ def test_kernel_rows_stand_alone_at_any_tile_start_row_count_and_thread_count(wi
 
 
 @needs_kernel
-def test_every_fast_mode_tile_runs_the_kernel():
-    """Prompt tiles (a tile's real rows get the whole tile's bits), decode tiles (per_row) and one-row tiles
-    alike: a decode row gets the bits the same row gets in a prompt tile; float32 caches (the reference
-    mode) and STRATA_CPU_ATTN=0 keep torch's path."""
+def test_every_fast_mode_tile_runs_a_kernel():
+    """Prompt tiles (a tile's real rows get the whole tile's bits) and any other tile on the prompt kernel,
+    decode tiles (per_row) on the decode kernel; float32 caches (the reference mode) and STRATA_CPU_ATTN=0
+    keep torch's path."""
     kc, vc = kv(2, 260, 1, 256, 5)
     q = torch.randn(128, 4, 256, generator=torch.Generator().manual_seed(6))
     slot, pos = torch.full((128,), 1), torch.arange(100, 228)
@@ -173,8 +174,10 @@ def test_every_fast_mode_tile_runs_the_kernel():
     assert torch.equal(attention(q[:50], kc, vc, slot[:50], pos[:50], 0, 1 / 16, rows=128), whole[:50])
     assert not torch.equal(whole, torch_path(q, kc, vc, slot, pos, 0, 1 / 16))
     assert cpu_attention.usable(q[:8], kc) and not cpu_attention.usable(q, kc.float())
-    assert torch.equal(attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, per_row=True), whole[:4])
     assert torch.equal(attention(q[7:8], kc, vc, slot[7:8], pos[7:8], 0, 1 / 16, at=(1, 107)), whole[7:8])
+    decode = cpu_attention.attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, decode=True)
+    assert torch.equal(attention(q[:4], kc, vc, slot[:4], pos[:4], 0, 1 / 16, per_row=True), decode)  # decode rows
+    assert not torch.equal(decode, whole[:4])                                      # their own kernel
     f32 = attention(q[:4], kc.float(), vc.float(), slot[:4], pos[:4], 0, 1 / 16, per_row=True)
     assert torch.equal(f32, torch_path(q[:4], kc.float(), vc.float(), slot[:4], pos[:4], 0, 1 / 16, None, 0, True))
 
@@ -188,3 +191,43 @@ def test_kernel_switch_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "STRATA_CPU_ATTN": "0"}).stdout.strip()
     assert out == "False"
+
+
+@needs_kernel
+@pytest.mark.parametrize("h,kvh,hd,dtype,window", [
+    (9, 3, 64, torch.bfloat16, 0),         # SmolLM2
+    (4, 1, 256, torch.float32, 0),         # Gemma 3 270M
+    (4, 1, 256, torch.float32, 300),       # its sliding-window layers: a window across a 256-key block
+    (32, 2, 128, torch.bfloat16, 0),       # groups of 16 heads
+    (8, 8, 32, torch.float32, 0)],         # no grouping, the smallest head
+    ids=str)
+def test_decode_kernel_is_attention_and_rows_stand_alone(h, kvh, hd, dtype, window):
+    """engine/native/decode_attention.c: decode rows (a draft window's rows of one slot, other slots' rows,
+    rows whose keys span several 256-key blocks or lie in one): close to attention in float64 as the prompt
+    kernel is, each row the bits it gets alone or beside any rows, on 1 thread and on 2."""
+    kc, vc = kv(3, 1200, kvh, hd, 21)
+    q = torch.randn(7, h, hd, generator=torch.Generator().manual_seed(22)).to(dtype)
+    slot, pos = torch.tensor([2, 2, 2, 0, 1, 2, 1]), torch.tensor([700, 701, 702, 5, 1100, 255, 256])
+    scale = 1 / math.sqrt(hd)
+    assert cpu_attention.decodes(q, kc)
+    got = cpu_attention.attention(q, kc, vc, slot, pos, window, scale, decode=True)
+    assert got.dtype == dtype and got.shape == q.shape
+    exact = torch.zeros(q.shape, dtype=torch.float64)
+    g = h // kvh
+    for t in range(7):
+        lo = max(0, int(pos[t]) - window + 1) if window else 0
+        k, v = kc[int(slot[t]), lo:int(pos[t]) + 1].double(), vc[int(slot[t]), lo:int(pos[t]) + 1].double()
+        for j in range(h):
+            exact[t, j] = torch.softmax(k[:, j // g] @ q[t, j].double() * scale, 0) @ v[:, j // g]
+    prompt = cpu_attention.attention(q, kc, vc, slot, pos, window, scale)
+    err = lambda x: ((x.double() - exact).norm() / exact.norm()).item()         # noqa: E731
+    assert err(got) < 4e-3 and err(got) < 1.5 * err(prompt) + 1e-4
+    for a in range(7):
+        assert torch.equal(cpu_attention.attention(q[a:a + 1], kc, vc, slot[a:a + 1], pos[a:a + 1], window, scale,
+                                                   decode=True), got[a:a + 1]), a
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(cpu_attention.attention(q, kc, vc, slot, pos, window, scale, decode=True), got)
+    finally:
+        torch.set_num_threads(threads)

@@ -323,6 +323,18 @@ FAULTS = [
           "for (int64_t jr = j0; jr < j1; jr++) {\n            const int64_t j = j0 + j1 - 1 - jr;\n"
           "            const __m512bh *w = (const __m512bh *)(panel + j * NB);\n            for (int i = 0; i < mr; i++)",
           [GM + "test_prompt_kernel_reads_every_type_and_rows_stand_alone[Q4_K-512]"]),
+    # the CPU decode attention kernel (engine/native/decode_attention.c): a row's first key block left out of
+    # the merge; a sliding window's first block walked from the block's start; every row reading row 0's slot
+    Fault("decode-attn-merge-skips-a-block", "engine/native/decode_attention.c",
+          "for (int64_t b = 0; b < blocks[r]; b++) {\n                    const float *st = st0 + b * per;",
+          "for (int64_t b = 1; b < blocks[r]; b++) {\n                    const float *st = st0 + b * per;",
+          [CA + "test_decode_kernel_is_attention_and_rows_stand_alone[9-3-64-torch.bfloat16-0]"]),
+    Fault("decode-attn-window-from-block-start", "engine/native/decode_attention.c",
+          "const int64_t a0 = b * KB > lo ? b * KB : lo,", "const int64_t a0 = b * KB,",
+          [CA + "test_decode_kernel_is_attention_and_rows_stand_alone[4-1-256-torch.float32-300]"]),
+    Fault("decode-attn-row-zeros-slot", "engine/native/decode_attention.c",
+          "const int64_t slot = a->slot[r];", "const int64_t slot = a->slot[0];",
+          [CA + "test_decode_kernel_is_attention_and_rows_stand_alone[8-8-32-torch.float32-0]"]),
     # the CPU decode-row kernel (engine/native/int4_rows.c): a group's zero left out; a two-part matrix's
     # second part multiplied with x's first columns again; every row of a 4-row pass reading the pass's first
     # row of x; decode tiles sent to torch's kernel after all
