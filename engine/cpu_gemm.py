@@ -46,7 +46,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 NATIVE = Path(__file__).parent / "native"
 SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c",
            NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c", NATIVE / "decode_attention.c"]
-HEADERS = [NATIVE / "attention_math.h"]     # included by the sources: part of the build's hash
+HEADERS = [NATIVE / "kernel_math.h"]     # included by the sources: part of the build's hash
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 ROWS_KERNEL = os.environ.get("STRATA_CPU_ROWS", "1") != "0"   # decode tiles on int4_rows.c (0: torch's kernel)

@@ -13,7 +13,7 @@
  *
  * Numerics (per row, KV head and head, whatever the other rows and the thread count): q * scale rounded to
  * bfloat16; a score is the float32 sum of the hd/32 vdpbf16ps of the key with q, then _mm512_reduce_add_ps;
- * per block: m = the largest score, p = exp(score - m) (the prompt kernel's exp, attention_math.h), l = the
+ * per block: m = the largest score, p = exp(score - m) (the prompt kernel's exp, kernel_math.h), l = the
  * sum of p in 16-key vectors in key order, then of their lanes, outputs = sum of p * value in key order
  * (float32 FMAs); merged over the blocks in order:
  * M = max m, out = sum_b exp(m_b - M) out_b / sum_b exp(m_b - M) l_b; the output in q's dtype (float32, or
@@ -25,12 +25,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_math.h"
+#include "kernel_math.h"
 
 #define KB 256         /* keys a block, on the absolute grid of multiples of KB */
 #define GMAX 16        /* heads a KV group at most (larger groups: the prompt kernel) */
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* A row's first key: its sliding window's first, or 0. */
+static inline int64_t first_key(int64_t pos, int64_t window) {
+    return window && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
 
 typedef struct {
     const void *q;
@@ -121,7 +126,7 @@ TARGET int strata_decode_attention(const void *q, int64_t T, int64_t H, int64_t 
     if (!first) return -1;
     int64_t *blocks = first + T + 1, n = 0;           /* work items: (row, KV head, block) in that order */
     for (int64_t r = 0; r < T; r++) {
-        const int64_t lo = window && pos[r] - window + 1 > 0 ? pos[r] - window + 1 : 0;
+        const int64_t lo = first_key(pos[r], window);
         first[r] = n;
         blocks[r] = pos[r] / KB - lo / KB + 1;
         n += blocks[r] * kvh;
@@ -137,7 +142,7 @@ TARGET int strata_decode_attention(const void *q, int64_t T, int64_t H, int64_t 
     for (int64_t it = 0; it < n; it++) {
         int64_t r = 0;
         while (first[r + 1] <= it) r++;
-        const int64_t lo = window && pos[r] - window + 1 > 0 ? pos[r] - window + 1 : 0;
+        const int64_t lo = first_key(pos[r], window);
         const int64_t rest = it - first[r], kh = rest / blocks[r], b = lo / KB + rest % blocks[r];
         const int64_t a0 = b * KB > lo ? b * KB : lo, a1 = (b + 1) * KB - 1 < pos[r] ? (b + 1) * KB - 1 : pos[r];
         block(&a, r, kh, a0, a1, part + it * per);

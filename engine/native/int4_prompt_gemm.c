@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_math.h"
+
 #define NB 64          /* columns a block (torch's packing) */
 #define MR 6           /* rows a register block: 6 x 4 accumulators */
 #define KB 256         /* k pairs a cache block: 256 x 64 x 4 bytes = 64 KiB of panel */
@@ -35,13 +37,6 @@ int strata_int4_gemm_supported(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512bf16");
-}
-
-static inline float bf16_to_f32(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 /* Per thread: the panel [K/2][64] (two bfloat16 each), then the block's group scales/zeros as float32

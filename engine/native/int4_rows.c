@@ -25,17 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_math.h"
+
 #define NB 64          /* columns a packing block (torch's) */
 #define MR 4           /* rows a pass: 4 accumulators a row (t and acc, low and high nibbles) */
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-
-static inline float bf16_value(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* Rows [r0, r0 + mr) of columns b*64 + h*16 + [0, 16) (low nibbles) and b*64 + 32 + h*16 + [0, 16) (high). */
 TARGET static void half_block(const uint32_t *x, int64_t K, int64_t r0, int mr, const float *xsum, int64_t G,
@@ -89,7 +84,7 @@ TARGET int strata_int4_rows(const uint16_t *x, int64_t M, int64_t K, const uint8
     for (int64_t r = 0; r < M; r++)                  /* each row's sum of each group of 32 values, in order */
         for (int64_t g = 0; g < groups; g++) {
             float s = 0.0f;
-            for (int k = 0; k < 32; k++) s += bf16_value(x[r * K + g * 32 + k]);
+            for (int k = 0; k < 32; k++) s += bf16_to_f32(x[r * K + g * 32 + k]);
             xsum[r * groups + g] = s;
         }
     uint16_t tab[32];                                /* code q -> bfloat16(q - 8), exact */

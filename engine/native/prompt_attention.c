@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_math.h"
+#include "kernel_math.h"
 
 #define L 16           /* lanes: query vectors a work item */
 #define CH 16          /* keys a chunk, on the absolute grid of multiples of CH */

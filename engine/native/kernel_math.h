@@ -1,7 +1,7 @@
-/* What the CPU attention kernels share (prompt_attention.c, decode_attention.c): bfloat16 conversions and
- * the softmax's exp. Part of engine/cpu_gemm.py's build (its hash covers this file too). */
-#ifndef STRATA_ATTENTION_MATH_H
-#define STRATA_ATTENTION_MATH_H
+/* What the CPU kernels share: bfloat16 conversions (all of them) and the softmax's exp (prompt_attention.c,
+ * decode_attention.c). Part of engine/cpu_gemm.py's build (its hash covers this file too). */
+#ifndef STRATA_KERNEL_MATH_H
+#define STRATA_KERNEL_MATH_H
 
 #include <immintrin.h>
 #include <stdint.h>
