@@ -3,7 +3,8 @@ in torch's packed layout dequantized once per call into bfloat16 panels and mult
 products), the decode-tile matmul on the same layout (int4_rows.c), the Q8_0 head (q8_0_rows.c: a head's
 rows read straight from the file's Q8_0 blocks), Q6_K decode tiles (q6_k_rows.c: the file's blocks, where
 prompt tiles multiply a dense copy), the tiles' attention (prompt_attention.c, called through
-engine/cpu_attention.py) and every CPU stage's RMSNorm (rows_norm.c).
+engine/cpu_attention.py), every CPU stage's RMSNorm (rows_norm.c) and a stage's dense blocks over a decode tile in
+one call (decode_layers.c, engine/cpu_layers.py).
 
 torch's int4 CPU kernel unpacks the weights again for every few rows; on the 2-core machine (AMD EPYC,
 AVX512-BF16, 2026-12-04, `tests/cpu/bench_prompt_gemm.py`) it makes 72-82 GFLOP/s at 128 rows on two-part
@@ -45,8 +46,11 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 NATIVE = Path(__file__).parent / "native"
 SOURCES = [NATIVE / "int4_prompt_gemm.c", NATIVE / "q8_0_rows.c", NATIVE / "rows_norm.c", NATIVE / "q6_k_rows.c",
-           NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c", NATIVE / "decode_attention.c"]
+           NATIVE / "prompt_attention.c", NATIVE / "int4_rows.c", NATIVE / "decode_attention.c",
+           NATIVE / "decode_layers.c"]
 HEADERS = [NATIVE / "kernel_math.h"]     # included by the sources: part of the build's hash
+FLAGS = ["-O3", "-ffp-contract=off", "-fPIC", "-shared", "-fopenmp"]   # (no product fused into a sum unless
+                                                                        # written so), in the hash too
 BLOCK_N = 64                    # columns the kernel takes at a time (torch's packing block)
 MIN_TILE = 32                   # tiles of at least this many rows (prompt tiles) use it; decode tiles never
 ROWS_KERNEL = os.environ.get("STRATA_CPU_ROWS", "1") != "0"   # decode tiles on int4_rows.c (0: torch's kernel)
@@ -61,11 +65,13 @@ def _library_path() -> Path:
     bundled = NATIVE / "strata_cpu.so"
     if bundled.exists():
         return bundled
-    tag = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES + HEADERS)).hexdigest()[:16]
+    made_of = b"".join(p.read_bytes() for p in SOURCES + HEADERS) + " ".join(FLAGS).encode()
+    tag = hashlib.sha256(made_of).hexdigest()[:16]
     return Path(platformdirs.user_cache_dir("strata-studio")) / "native" / f"strata_cpu-{tag}.so"
 
 
-def _build(target: Path) -> None:
+def build(target: Path) -> None:
+    """The shared object from SOURCES at target (here at first use, or packaging/build.sh for the installer)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("no C compiler (cc or gcc) on PATH")
@@ -73,7 +79,7 @@ def _build(target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([cc, "-O3", "-fPIC", "-shared", "-fopenmp", "-o", tmp, *map(str, SOURCES)],
+        done = subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES)],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{cc} failed: {done.stderr.strip()[-400:]}")
@@ -95,7 +101,7 @@ def _load() -> ctypes.CDLL | None:
         try:
             path = _library_path()
             if not path.exists():
-                _build(path)
+                build(path)
             lib = ctypes.CDLL(str(path))
             if not lib.strata_int4_gemm_supported():
                 _why = "this CPU lacks AVX512-BF16"
@@ -125,6 +131,10 @@ def _load() -> ctypes.CDLL | None:
                                ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_int64, ctypes.c_float, ctypes.c_void_p]
                 fn.restype = ctypes.c_int
+            fn = lib.strata_decode_layers                                               # engine/cpu_layers.py
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                           ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
             _lib = lib
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as e:  # (Attribute: stale build)
             _why = f"unavailable ({e})"
@@ -139,13 +149,14 @@ def available() -> bool:
 def describe() -> str:
     """For the effective configuration: which kernels run prompt tiles, decode rows, a Q8_0 head and Q6_K
     decode rows."""
-    from engine import cpu_attention           # (it imports this module)
+    from engine import cpu_attention, cpu_layers      # (they import this module)
 
     if available():
         return ("prompt tiles on the AVX512-BF16 kernels (weights rounded to bfloat16; attention "
                 + ("too" if cpu_attention.ENABLED else "on torch's path, STRATA_CPU_ATTN=0")
                 + "), int4 decode rows on " + ("the project's kernel" if ROWS_KERNEL else "torch's, STRATA_CPU_ROWS=0")
-                + ", a Q8_0 head and Q6_K decode rows on the file's blocks")
+                + ", a Q8_0 head and Q6_K decode rows on the file's blocks"
+                + (", dense blocks' decode tiles in one call" if cpu_layers.ENABLED else ""))
     return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
 
 

@@ -57,6 +57,7 @@ class Stage:
         # (set by the loader; the int4 kernel gives each column the same bits at any thread count.
         # SmolLM2's 49152-row head at one row: 2.2 ms on one of this machine's 2 cores, 1.2 ms on both)
         self.head_threads = 0
+        self._decode_layers = False                     # engine.cpu_layers.DecodeLayers, None, or not made yet
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
         self._graphed: dict[int, bool] = {}
 
@@ -137,6 +138,10 @@ class Stage:
                                      tile.n_real, per_row=tile.per_row)), None
 
     def _forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
+        if tile.per_row and self.decode_layers() is not None:     # a CPU decode tile: its real rows in one call
+            n = tile.n_real
+            y = self._decode_layers.run(x[:n], tile.slot[:n], tile.pos[:n])
+            return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))
         if x.shape[0] == 1 and self.device.type == "cpu":     # the row's place read once, not per layer
             tile = replace(tile, at=(int(tile.slot[0]), int(tile.pos[0])))
         elif self.row_count_free and 0 < tile.n_real < x.shape[0]:     # the padding rows left out
@@ -147,6 +152,15 @@ class Stage:
             tile = replace(tile, run=one_run(tile.slot, tile.pos))
         return run_blocks(self.layers, self.cfg, self.first, x, tile, self.k, self.v,
                           lambda layer: self.rope[self.cfg.layer_rope_base(layer)])
+
+    def decode_layers(self):
+        """engine.cpu_layers.DecodeLayers where this stage's decode tiles run their blocks in one C call (made
+        at the first decode tile, once the loader has put the weights in their final form), else None."""
+        if self._decode_layers is False:
+            from engine import cpu_layers
+
+            self._decode_layers = cpu_layers.for_stage(self)
+        return self._decode_layers
 
     def logits(self, x: torch.Tensor, n_dev: torch.Tensor | None = None, rows: int = 0) -> torch.Tensor:
         """float32 logits of x's rows (of its first n_dev rows, a device scalar, on GPU decode tiles;

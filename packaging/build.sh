@@ -13,8 +13,8 @@ python3 -m venv "$VENV"
 # bundle builds them at first use if the user's machine has one, else runs torch's kernel
 mkdir -p build/native
 rm -f build/native/strata_cpu.so
-if command -v "${CC:-cc}" >/dev/null; then
-    "${CC:-cc}" -O3 -fPIC -shared -fopenmp -o build/native/strata_cpu.so engine/native/*.c
+if command -v "${CC:-cc}" >/dev/null; then      # with the flags the app's own build uses
+    "$VENV/bin/python" -c "from pathlib import Path; from engine import cpu_gemm; cpu_gemm.build(Path('build/native/strata_cpu.so'))"
 fi
 "$VENV/bin/pyinstaller" --noconfirm --distpath dist --workpath build/pyinstaller packaging/strata.spec
 # torch's and tokenizers' libraries carry their full static symbol tables (~100 MB, libtorch_cpu.so 89 MB):

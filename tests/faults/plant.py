@@ -42,6 +42,7 @@ CA = "tests/engine/test_cpu_attention.py::"
 INDUCTION = DA + "test_induction_layouts_identical_with_most_drafts_accepted"
 HY = "tests/engine/test_hybrid.py::"
 DC = "tests/engine/test_draft_chain.py::"
+LY = "tests/engine/test_cpu_layers.py::"
 
 
 @dataclass
@@ -351,6 +352,36 @@ FAULTS = [
     Fault("int4-decode-rows-on-torch", "engine/cpu_int4.py",
           "if (tile < cpu_gemm.MIN_TILE or not w.gemm) and cpu_gemm.rows_usable(w.n, w.k):", "if False:",
           [GM + "test_decode_row_kernel_reads_every_type_and_rows_stand_alone[Q4_1-320]"]),
+    # a CPU stage's decode tiles in one C call (engine/native/decode_layers.c, engine.cpu_layers): the two
+    # rotations' partners swapped; every row's k and v written at the tile's first row's slot; gemma's norm
+    # after the FFN left out; the activation not rounded to bfloat16 before its product with up; q and k
+    # rotated in bfloat16 steps where q / k norms made them float32; the sliding window dropped; the attention
+    # over the tile's first row only; a tile's padding rows given back as they came in
+    Fault("layers-rotation-partners-swapped", "engine/native/decode_layers.c",
+          "s->neox ? (i + rd / 2) % rd : (i ^ 1)", "s->neox ? (i ^ 1) : (i + rd / 2) % rd",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[llama]"]),
+    Fault("layers-kv-at-first-rows-slot", "engine/native/decode_layers.c",
+          "(slot[r] * s->ctx + pos[r]) * nk", "(slot[0] * s->ctx + pos[r]) * nk",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[qwen3]"]),
+    Fault("layers-post-ffw-norm-dropped", "engine/native/decode_layers.c",
+          "if (L->post_ffw_norm) {", "if (0) {",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[gemma3]"]),
+    Fault("layers-activation-unrounded", "engine/native/decode_layers.c",
+          "to_bf16_16(_mm512_mul_ps(ab, up))", "to_bf16_16(_mm512_mul_ps(_mm512_add_ps(a, _mm512_mul_ps(ab, _mm512_setzero_ps())), up))",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[qwen3]"]),
+    Fault("layers-normed-rotation-in-bf16", "engine/native/decode_layers.c",
+          "rotate(s, L, v, pos[r], qf);", "rotate(s, L, v, pos[r], 0);",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[qwen3]"]),
+    Fault("layers-window-dropped", "engine/native/decode_layers.c",
+          "L->window, L->scale, att)", "0, L->scale, att)",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[gemma3]"]),
+    Fault("layers-attention-first-row-only", "engine/native/decode_layers.c",
+          "strata_decode_attention(b->q, T, H,", "strata_decode_attention(b->q, 1, H,",
+          [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[llama]"]),
+    Fault("layers-padding-rows-as-given", "engine/stage.py",
+          "return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))",
+          "return y if n == x.shape[0] else torch.cat((y, x[n:]))",
+          [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
     # the CPU Q8_0 head kernel (engine/native/q8_0_rows.c): a block's second 16 codes read from its first;
     # every row of a 4-row pass reading the pass's first row of x
     # the CPU RMSNorm leaving out a row's values past its last 16 lanes, or dividing by one value fewer
