@@ -80,13 +80,13 @@ def _float_vector(t: torch.Tensor | None, n: int) -> bool:
 
 
 class DecodeLayers:
-    """A stage's blocks as decode_layers.c runs them; keeps what the pointers point into alive."""
+    """Blocks as decode_layers.c runs them (the Layer structs point into their weights, caches and tables,
+    which the blocks' owner keeps)."""
 
-    def __init__(self, stage, layers: list[Layer]):
-        self.stage, self.n = stage, len(layers)
+    def __init__(self, cfg, ctx: int, layers: list[Layer]):
+        self.n = len(layers)
         self.layers = (Layer * len(layers))(*layers)
-        cfg = stage.cfg
-        self.shape = Shape(cfg.n_embd, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_ff, cfg.rope_dim, stage.ctx,
+        self.shape = Shape(cfg.n_embd, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.n_ff, cfg.rope_dim, ctx,
                            int(cfg.rope_neox), int(cfg.gelu), cfg.norm_eps)
 
     def run(self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -100,19 +100,18 @@ class DecodeLayers:
         return y
 
 
-def for_stage(stage) -> DecodeLayers | None:
-    """The stage's DecodeLayers, or None where a block, matrix, cache or the kernels do not allow it."""
-    cfg = stage.cfg
-    if not (ENABLED and stage.device.type == "cpu" and stage.dtype == torch.bfloat16 and cpu_gemm.available()
-            and cpu_gemm.ROWS_KERNEL and cpu_attention.ENABLED and cpu_attention.DECODE):
+def build(cfg, ctx: int, blocks: list[tuple]) -> DecodeLayers | None:
+    """DecodeLayers for blocks [(LayerWeights, layer index, k cache, v cache, rotation tables (C, S))] on a CPU
+    in the fast mode, or None where a block, matrix, cache or the kernels do not allow it."""
+    if not (ENABLED and cpu_gemm.available() and cpu_gemm.ROWS_KERNEL and cpu_attention.ENABLED
+            and cpu_attention.DECODE):
         return None
     hd, H, kvh = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     if not (hd % 32 == 0 and hd <= 256 and H % kvh == 0 and H // kvh <= 16 and 0 < cfg.rope_dim <= hd
             and cfg.rope_dim % 2 == 0 and cfg.n_ff > 0 and not cfg.attn_gate):
         return None
     layers = []
-    for j, lw in enumerate(stage.layers):
-        layer = stage.first + j
+    for lw, layer, k, v, (c, s) in blocks:
         if (lw.wq is None or lw.delta_net is not None or lw.router is not None or lw.bq is not None
                 or lw.w_gate is None or (lw.q_norm is None) != (lw.k_norm is None)):
             return None
@@ -122,16 +121,24 @@ def for_stage(stage) -> DecodeLayers | None:
             return None
         qkv, gate_up = _mats(lw.qkv, [lw.wq, lw.wk, lw.wv]), _mats(lw.gate_up, [lw.w_gate, lw.w_up])
         wo, down = _mat(lw.wo), _mat(lw.w_down)
-        k, v = stage.k[j], stage.v[j]
-        tables = stage.rope[cfg.layer_rope_base(layer)]
-        if qkv is None or gate_up is None or wo is None or down is None or len(tables) != 4:
+        if qkv is None or gate_up is None or wo is None or down is None:
             return None
-        c, s = tables[2], tables[3]
-        if not (k.dtype == v.dtype == torch.bfloat16 and k.is_contiguous() and v.is_contiguous()
-                and c.dtype == s.dtype == torch.float32 and c.is_contiguous() and s.is_contiguous()
-                and c.shape == s.shape == (stage.ctx, cfg.rope_dim)):
+        if not (k.device.type == "cpu" and k.dtype == v.dtype == torch.bfloat16 and k.is_contiguous()
+                and v.is_contiguous() and c.dtype == s.dtype == torch.float32 and c.is_contiguous()
+                and s.is_contiguous() and c.shape == s.shape == (ctx, cfg.rope_dim)):
             return None
         layers.append(Layer((Mat * 3)(*qkv), wo, (Mat * 2)(*gate_up), down, len(qkv), len(gate_up),
                             *[t.data_ptr() if t is not None else None for t in norms], c.data_ptr(), s.data_ptr(),
                             k.data_ptr(), v.data_ptr(), cfg.layer_window(layer), cfg.attn_scale))
-    return DecodeLayers(stage, layers) if layers else None
+    return DecodeLayers(cfg, ctx, layers) if layers else None
+
+
+def for_stage(stage) -> DecodeLayers | None:
+    """A CPU stage's blocks (its rotation tables are engine.layers.rotation_tables' already)."""
+    if stage.device.type != "cpu" or stage.dtype != torch.bfloat16:
+        return None
+    tables = [stage.rope[stage.cfg.layer_rope_base(stage.first + j)] for j in range(len(stage.layers))]
+    if any(len(t) != 4 for t in tables):
+        return None
+    return build(stage.cfg, stage.ctx, [(lw, stage.first + j, stage.k[j], stage.v[j], tables[j][2:])
+                                        for j, lw in enumerate(stage.layers)])

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
+from engine import cpu_gemm
 from engine.block import Tile, device_experts, matmul_input, run_block
 from engine.config import ModelConfig
 from engine.graphs import on_device, rows_at
-from engine.layers import rms_norm, rope_tables
+from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.weights import DrafterWeights, HeadWeights
 
 
@@ -144,6 +145,7 @@ class MtpDrafter:
         self.probs = True        # whether proposals' probabilities are computed (--spec-min-p > 0 reads them)
         self.windows: dict[tuple[int, int], object] = {}   # (slots, width) -> engine.draft_graph.DraftWindow
         self.use_windows = os.environ.get("STRATA_DRAFT_WINDOW", "1") != "0"     # (else separate passes)
+        self._fused = False      # engine.cpu_layers.DecodeLayers for the block, None, or not made yet
 
     def keep_ring(self, rows: int) -> None:
         """Keep the trunk's hidden state of the last `rows` positions of every slot that windows without
@@ -227,8 +229,24 @@ class MtpDrafter:
         x = torch.cat((matmul_input(e, self.w.enorm, self.cfg, self.w.eh_proj),
                        matmul_input(hidden, self.w.hnorm, self.cfg, self.w.eh_proj)), dim=-1)
         x = self.w.eh_proj.linear(x, n_dev=n_dev)
+        fused = self._decode_layers(x.shape[0])
+        if fused is not None:
+            return fused.run(x, slot, pos)
         tile = Tile(slot, pos, slot.shape[0], n_dev)
         return run_block(self.w.block, self.cfg, self.layer, x, tile, self.k, self.v, self.rope)
+
+    def _decode_layers(self, rows: int):
+        """engine.cpu_layers' C loop for the block over a CPU decode tile's rows (fewer than a prompt tile's: a
+        row count chooses the kernels, as in the torch block), where it runs the block; else None."""
+        if self.device.type != "cpu" or rows >= cpu_gemm.MIN_TILE or self.dtype != torch.bfloat16:
+            return None
+        if self._fused is False:
+            from engine import cpu_layers
+
+            self._rotation = rotation_tables(*self.rope, self.cfg.rope_neox)     # (the loop points into them)
+            self._fused = cpu_layers.build(self.cfg, self.ctx, [(self.w.block, self.layer, self.k, self.v,
+                                                                 self._rotation)])
+        return self._fused
 
     def _pick(self, g: torch.Tensor, n_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's greedy proposal and its probability (device tensors; the probability 1 where no

@@ -99,3 +99,24 @@ def test_rows_through_the_loop_keep_their_bits_in_any_batch(made, capsys, flags)
     rc = main(["batch-test", "--model", str(made["llama"]), "--parallel", "4", "--max-tokens", "12", *flags])
     out = capsys.readouterr().out
     assert rc == 0 and out.count("IDENTICAL") == 4, out
+
+
+def test_the_mtp_drafters_block_runs_the_loop_with_the_torch_blocks_bits(made):
+    """engine.drafts.MtpDrafter: its block over a decode tile's rows in the loop too (prompt tiles' rows keep
+    the torch block)."""
+    from engine.block import run_block
+    from engine.layers import rotation_tables
+
+    d = load_model(EngineConfig(model=str(made["llama"]), devices="cpu", draft="mtp", parallel=2)).drafter
+    fused = d._decode_layers(3)
+    assert fused is not None and d._decode_layers(cpu_gemm.MIN_TILE) is None
+    x = torch.randn(3, d.cfg.n_embd, generator=torch.Generator().manual_seed(1))
+    slot, pos = torch.tensor([0, 0, 1]), torch.tensor([5, 6, 3])
+    saved = d.k.clone(), d.v.clone()
+    tables = (*d.rope, *rotation_tables(*d.rope, d.cfg.rope_neox))
+    y_torch = run_block(d.w.block, d.cfg, d.layer, x, Tile(slot, pos, 3, per_row=True), d.k, d.v, tables)
+    kv_torch = d.k.clone(), d.v.clone()
+    d.k.copy_(saved[0])
+    d.v.copy_(saved[1])
+    assert torch.equal(fused.run(x, slot, pos), y_torch)
+    assert torch.equal(d.k, kv_torch[0]) and torch.equal(d.v, kv_torch[1])

@@ -356,7 +356,8 @@ FAULTS = [
     # rotations' partners swapped; every row's k and v written at the tile's first row's slot; gemma's norm
     # after the FFN left out; the activation not rounded to bfloat16 before its product with up; q and k
     # rotated in bfloat16 steps where q / k norms made them float32; the sliding window dropped; the attention
-    # over the tile's first row only; a tile's padding rows given back as they came in
+    # over the tile's first row only; a tile's padding rows given back as they came in; the MTP drafter's loop
+    # given the other rotation's tables
     Fault("layers-rotation-partners-swapped", "engine/native/decode_layers.c",
           "s->neox ? (i + rd / 2) % rd : (i ^ 1)", "s->neox ? (i ^ 1) : (i + rd / 2) % rd",
           [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[llama]"]),
@@ -382,6 +383,10 @@ FAULTS = [
           "return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))",
           "return y if n == x.shape[0] else torch.cat((y, x[n:]))",
           [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
+    Fault("drafter-loop-rotation-flipped", "engine/drafts.py",
+          "self._rotation = rotation_tables(*self.rope, self.cfg.rope_neox)",
+          "self._rotation = rotation_tables(*self.rope, not self.cfg.rope_neox)",
+          [LY + "test_the_mtp_drafters_block_runs_the_loop_with_the_torch_blocks_bits"]),
     # the CPU Q8_0 head kernel (engine/native/q8_0_rows.c): a block's second 16 codes read from its first;
     # every row of a 4-row pass reading the pass's first row of x
     # the CPU RMSNorm leaving out a row's values past its last 16 lanes, or dividing by one value fewer
