@@ -151,6 +151,18 @@ typedef struct {                 /* one call's scratch */
     uint16_t *xb, *qkv, *att, *gu, *act, *o;
 } Scratch;
 
+/* x += the part's bfloat16 output b->o [T, dim], normed first where the model norms it (Gemma 3). */
+static void add_output(const Shape *s, float *x, int64_t T, const float *norm, const Scratch *b) {
+    const int64_t n = T * s->dim;
+    for (int64_t i = 0; i < n; i++) b->f[i] = bf16_to_f32(b->o[i]);
+    const float *o = b->f;
+    if (norm) {
+        strata_rms_norm(b->f, norm, b->f2, T, s->dim, s->eps);
+        o = b->f2;
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] + o[i];
+}
+
 TARGET static int block(const Shape *s, const Layer *L, float *x, int64_t T, const int64_t *slot,
                         const int64_t *pos, const Scratch *b) {
     const int64_t D = s->dim, H = s->n_heads, kvh = s->n_kv_heads, hd = s->head_dim, F = s->ffn;
@@ -185,28 +197,18 @@ TARGET static int block(const Shape *s, const Layer *L, float *x, int64_t T, con
                                 L->window, L->scale, att)) return -1;
     if (qf) to_bf16(b->f2, b->att, T * nq);
     if (matmul(&L->wo, 1, b->att, T, nq, b->o, D, b->tmp)) return -1;
-    for (int64_t i = 0; i < T * D; i++) b->f[i] = bf16_to_f32(b->o[i]);
-    if (L->post_attn_norm) {
-        strata_rms_norm(b->f, L->post_attn_norm, b->f2, T, D, s->eps);
-        memcpy(b->f, b->f2, (size_t)(T * D) * sizeof(float));
-    }
-    for (int64_t i = 0; i < T * D; i++) x[i] = x[i] + b->f[i];
+    add_output(s, x, T, L->post_attn_norm, b);
     strata_rms_norm(x, L->ffn_norm, b->f, T, D, s->eps);
     to_bf16(b->f, b->xb, T * D);
     if (matmul(L->gate_up, L->n_gate_up, b->xb, T, D, b->gu, 2 * F, b->tmp)) return -1;
     for (int64_t r = 0; r < T; r++) glu(b->gu + r * 2 * F, b->gu + r * 2 * F + F, b->act + r * F, F, (int)s->gelu);
     if (matmul(&L->down, 1, b->act, T, F, b->o, D, b->tmp)) return -1;
-    for (int64_t i = 0; i < T * D; i++) b->f[i] = bf16_to_f32(b->o[i]);
-    if (L->post_ffw_norm) {
-        strata_rms_norm(b->f, L->post_ffw_norm, b->f2, T, D, s->eps);
-        memcpy(b->f, b->f2, (size_t)(T * D) * sizeof(float));
-    }
-    for (int64_t i = 0; i < T * D; i++) x[i] = x[i] + b->f[i];
+    add_output(s, x, T, L->post_ffw_norm, b);
     return 0;
 }
 
 /* The blocks in turn over x [T, dim] float32 (the residual stream, updated in place); slot / pos [T]: each row's
- * KV slot and position. head_dim a multiple of 32 up to 256, rope_dim up to 512. Returns 0, or -1 where memory
+ * KV slot and position. head_dim a multiple of 32 up to 256, rope_dim even, up to head_dim. Returns 0, or -1 where memory
  * ran out. */
 int strata_decode_layers(const Layer *layers, int64_t n_layers, const Shape *s, float *x, int64_t T,
                          const int64_t *slot, const int64_t *pos) {

@@ -365,7 +365,7 @@ FAULTS = [
           "(slot[r] * s->ctx + pos[r]) * nk", "(slot[0] * s->ctx + pos[r]) * nk",
           [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[qwen3]"]),
     Fault("layers-post-ffw-norm-dropped", "engine/native/decode_layers.c",
-          "if (L->post_ffw_norm) {", "if (0) {",
+          "add_output(s, x, T, L->post_ffw_norm, b);", "add_output(s, x, T, NULL, b);",
           [LY + "test_decode_layers_give_a_tile_the_torch_blocks_bits[gemma3]"]),
     Fault("layers-activation-unrounded", "engine/native/decode_layers.c",
           "to_bf16_16(_mm512_mul_ps(ab, up))", "to_bf16_16(_mm512_mul_ps(_mm512_add_ps(a, _mm512_mul_ps(ab, _mm512_setzero_ps())), up))",
