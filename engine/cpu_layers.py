@@ -20,7 +20,6 @@ import os
 from ctypes import c_float, c_int64, c_void_p
 
 import torch
-from gguf.constants import GGMLQuantizationType as QT
 
 from engine import cpu_attention, cpu_gemm
 from engine.cpu_int4 import Int4Stack
@@ -116,7 +115,7 @@ def build(cfg, ctx: int, blocks: list[tuple]) -> DecodeLayers | None:
                 or lw.w_gate is None or (lw.q_norm is None) != (lw.k_norm is None)):
             return None
         norms = [getattr(lw, n) for n in NORMS]
-        if norms[0] is None or norms[4] is None or not all(
+        if lw.attn_norm is None or lw.ffn_norm is None or not all(
                 _float_vector(t, hd if n in ("q_norm", "k_norm") else cfg.n_embd) for n, t in zip(NORMS, norms)):
             return None
         qkv, gate_up = _mats(lw.qkv, [lw.wq, lw.wk, lw.wv]), _mats(lw.gate_up, [lw.w_gate, lw.w_up])

@@ -68,8 +68,7 @@ TARGET static inline __attribute__((always_inline)) void values_of(const uint16_
             const uint16_t *vr = vb + j * kstride + d0;
             __m512 vf[4];
             for (int i = 0; i < nd; i++)
-                vf[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
-                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(vr + 16 * i))), 16));
+                vf[i] = bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
             for (int64_t h = 0; h < g; h++) {
                 const __m512 p = _mm512_set1_ps(s[h][j - lo]);
                 for (int i = 0; i < nd; i++) o[h][i] = _mm512_fmadd_ps(p, vf[i], o[h][i]);

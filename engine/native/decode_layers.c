@@ -86,7 +86,7 @@ static int matmul(const Mat *m, int64_t count, const uint16_t *x, int64_t T, int
 static void rotate(const Shape *s, const Layer *L, float *v, int64_t p, int f32) {
     const int64_t rd = s->rope_dim;
     const float *c = L->rope_c + p * rd, *sn = L->rope_s + p * rd;
-    float out[512];
+    float out[256];                               /* rope_dim <= head_dim <= 256 */
     for (int64_t i = 0; i < rd; i++) {
         const int64_t j = s->neox ? (i + rd / 2) % rd : (i ^ 1);      /* the value i turns with */
         if (f32) {
@@ -113,8 +113,8 @@ TARGET static inline __m256i to_bf16_16(__m512 f) {
 TARGET static void glu(const uint16_t *g, const uint16_t *u, uint16_t *y, int64_t n, int gelu) {
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 in = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, g + i)), 16));
-        const __m512 up = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, u + i)), 16));
+        const __m512 x = bf16x16_to_f32(_mm256_maskz_loadu_epi16(in, g + i));
+        const __m512 up = bf16x16_to_f32(_mm256_maskz_loadu_epi16(in, u + i));
         const __m512 one = _mm512_set1_ps(1.0f);
         __m512 a;
         if (gelu) {      /* 0.5 x (1 + tanh(b (x + k x^3))), tanh(t) = sign(t) (1 - e) / (1 + e), e = exp(-2|t|) */
@@ -141,7 +141,7 @@ TARGET static void glu(const uint16_t *g, const uint16_t *u, uint16_t *y, int64_
             const __m512 em = _mm512_mask_div_ps(e, neg, one, e);
             a = _mm512_div_ps(x, _mm512_add_ps(one, em));
         }
-        const __m512 ab = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16_16(a)), 16));
+        const __m512 ab = bf16x16_to_f32(to_bf16_16(a));
         _mm256_mask_storeu_epi16(y + i, in, to_bf16_16(_mm512_mul_ps(ab, up)));
     }
 }

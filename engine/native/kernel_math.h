@@ -1,5 +1,5 @@
-/* What the CPU kernels share: bfloat16 conversions (all of them) and the softmax's exp (prompt_attention.c,
- * decode_attention.c). Part of engine/cpu_gemm.py's build (its hash covers this file too). */
+/* What the CPU kernels share: bfloat16 conversions (all of them) and an exp (the attention kernels' softmax,
+ * decode_layers.c's activations). Part of engine/cpu_gemm.py's build (its hash covers this file too). */
 #ifndef STRATA_KERNEL_MATH_H
 #define STRATA_KERNEL_MATH_H
 
@@ -19,6 +19,11 @@ static inline float bf16_to_f32(uint16_t v) {
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* 16 bfloat16 values to float32 (exact). */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512 bf16x16_to_f32(__m256i v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 
 /* exp(x) for x <= 0 (Cephes' expf); exactly 1 at 0, exactly 0 below -87 and where mask is clear. */
