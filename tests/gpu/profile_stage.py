@@ -6,6 +6,8 @@ Loads MODEL on cuda:0, then for each count of real rows (default 1 and 8) replay
 graph 20 times (the 1-row tile for one row, else the 16-row one): prints the replay time (CUDA events), the GPU time per kernel name (sum over the
 replays / 20) and what the kernels leave idle between them (replay time - kernel time). `prompt`: the
 prompt tile instead, all rows real, one slot's positions 0, 1, ... (the first tile of a prompt).
+TILE=N: decode rows in an N-row tile's graph instead (captured here as the loader captures decode tiles,
+with the head), to compare tile sizes at the same real rows.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from engine.messages import EngineConfig
 
 REPS = 20
 AT = int(os.environ.get("POS", "100"))      # the decode rows' position (POS=6000: a long context)
+TILE = int(os.environ.get("TILE", "0"))     # decode rows in a tile of this size (0: the loader's)
 
 
 @torch.inference_mode()
@@ -33,6 +36,9 @@ def main() -> int:
     tiles = lm.pipeline.tiles
     for n_real in [tiles.prompt] if prompt else counts:
         rows = tiles.prompt if prompt else (tiles.solo if n_real == 1 and tiles.solo else tiles.decode)
+        if TILE and not prompt:
+            rows = TILE
+            stage.capture(rows, with_logits=True)
         x = torch.randn(rows, lm.cfg.n_embd, device="cuda:0")
         # (slots and positions on the host, as the pipeline gives them: the replay's one input copy)
         slot = torch.zeros(rows, dtype=torch.long) if prompt else torch.arange(rows)
