@@ -19,6 +19,7 @@ from engine.config import ModelConfig
 from engine.graphs import on_device, rows_at
 from engine.layers import rms_norm, rope_tables, rotation_tables
 from engine.weights import DrafterWeights, HeadWeights
+from engine.window import kept_on_device
 
 
 MTP_SOURCES = ("mtp", "both", "replay")      # draft sources that run the MTP layer where the model has one
@@ -377,10 +378,9 @@ def _mtp_on_device(d: MtpDrafter, trunk: torch.Tensor, picks: torch.Tensor, toks
     n, k = picks.shape[0], len(starts)
     dev = picks.device
     longest = max(lens) - 1
-    if longest > 0:        # row starts[i] + j's proposal (toks at the row after) confirmed by its pick
-        ok = torch.cat((picks[:-1] == toks[1:], picks.new_zeros(1, dtype=torch.bool)))
+    if longest > 0:
         at = [[a + j if j < m - 1 else n - 1 for j in range(longest)] for a, m in zip(starts, lens)]
-        kept = 1 + ok[on_device(at, dev)].long().cumprod(dim=1).sum(dim=1)
+        kept = kept_on_device(picks, toks, on_device(at, dev))
     else:
         kept = torch.ones(k, dtype=torch.long, device=dev)
     if d.trunk_norm is not None:

@@ -163,3 +163,12 @@ def verdict(sr: SlotRows, logits: torch.Tensor | None, params, picks: list[int] 
         kept += 1
     extra = list(range(sr.start + sr.n_base, sr.start + sr.n_base + kept - 1))
     return SlotVerdict(sr.slot, picks, kept, sr.n_base + kept - 1, rows + extra)
+
+
+def kept_on_device(picks: torch.Tensor, toks: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """Each slot's kept count on the device (no host wait): picks and toks [n] a window's target picks and
+    token ids, at [k, L] the rows whose proposals slot i checks in order (row r's proposal is the token at
+    row r + 1, confirmed by r's pick; row n - 1, which has none, pads shorter runs): 1 + the leading
+    confirmed ones."""
+    ok = torch.cat((picks[:-1] == toks[1:], picks.new_zeros(1, dtype=torch.bool)))
+    return 1 + ok[at].long().cumprod(dim=1).sum(dim=1)

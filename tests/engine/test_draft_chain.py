@@ -135,3 +135,18 @@ def test_pipelined_groups_on_one_stage_chain_their_drafts(counting, synthetic, m
         assert chained_drafts[0] >= 20, model
         same(out["1"], out["0"], reqs)
         chained_drafts[:] = [0, 0]
+
+
+def test_the_device_verdict_keeps_proposals_up_to_the_first_miss():
+    """kept_on_device (the chained windows' verdict, DraftWindow's and MtpDrafter.on_device's): a slot keeps
+    its current token and the proposals before its first rejected one, none after it, whatever follows; a
+    slot with fewer proposals pads its checks with the window's last row (which confirms nothing)."""
+    from engine.window import kept_on_device
+
+    # slot 0: rows 0-3 (token, proposals 11 12 13), picks confirm 11, reject 12 (pick 99), would confirm 13
+    # slot 1: rows 4-7, first proposal rejected, the next two confirmed by chance
+    # slot 2: rows 8-11, every proposal confirmed; slot 3: rows 12-13, one proposal, confirmed
+    toks = torch.tensor([10, 11, 12, 13, 20, 21, 22, 23, 30, 31, 32, 33, 40, 41])
+    picks = torch.tensor([11, 99, 13, 5, 77, 22, 23, 6, 31, 32, 33, 7, 41, 8])
+    at = torch.tensor([[0, 1, 2], [4, 5, 6], [8, 9, 10], [12, 13, 13]])
+    assert kept_on_device(picks, toks, at).tolist() == [2, 1, 4, 2]

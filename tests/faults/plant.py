@@ -288,8 +288,8 @@ FAULTS = [
           ["tests/engine/test_attention_kernel.py::test_fused_split_attention_merges_in_its_last_chunk_program"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",
-          "out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))",
-          "out.append((a, size, real))",
+          "        if real == 1 and self.solo:\n            return self.solo\n",
+          "",
           ["tests/engine/test_tiles.py::test_a_lone_decode_row_gets_a_one_row_tile_on_a_gpu"]),
     # the drafter's graph path: a chain past its first unsure proposal still offered
     Fault("draft-graph-min-p-ignored", "engine/drafts.py",
@@ -388,6 +388,11 @@ FAULTS = [
           "return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))",
           "return y if n == x.shape[0] else torch.cat((y, x[n:]))",
           [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
+    # the device verdict (chained draft windows, DraftWindow and MtpDrafter.on_device): proposals confirmed
+    # after a rejected one counted as kept
+    Fault("device-verdict-keeps-past-a-miss", "engine/window.py",
+          "return 1 + ok[at].long().cumprod(dim=1).sum(dim=1)", "return 1 + ok[at].long().sum(dim=1)",
+          ["tests/engine/test_draft_chain.py::test_the_device_verdict_keeps_proposals_up_to_the_first_miss"]),
     Fault("drafter-loop-rotation-flipped", "engine/drafts.py",
           "self._rotation = rotation_tables(*self.rope, self.cfg.rope_neox)",
           "self._rotation = rotation_tables(*self.rope, not self.cfg.rope_neox)",
