@@ -185,6 +185,18 @@ class MtpDrafter:
                 h = rms_norm(h, self.trunk_norm, self.cfg.norm_eps)
             self._rows(h, nxt, slots, pos)
 
+    @torch.inference_mode()
+    def dry_run(self, hidden: torch.Tensor, k: int, depth: int) -> torch.Tensor:
+        """A window's drafter work on the scratch slot, for measuring (engine.group_choice): the layer over
+        hidden's rows (a window of k slots' rows), then a chain of `depth` proposals from k of them."""
+        n, s = hidden.shape[0], self.scratch_slot
+        tok = torch.zeros(n, dtype=torch.long, device=self.device)
+        g, t, _ = self._step(hidden, tok, [s] * n, list(range(n)))
+        h, t = g[:k], t[:k]
+        for step in range(depth - 1):
+            h, t, _ = self._step(h, t, [s] * k, [n + step] * k)
+        return t
+
     def _ring_at(self, slots: list[int], pos: list[int]) -> list[int]:
         """The ring's rows of (slot, position) pairs."""
         return [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]

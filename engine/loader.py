@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from engine import cpu_gemm, layout
+from engine import cpu_gemm, group_choice, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
 from engine.draft_chain import chains_drafts
@@ -133,6 +133,13 @@ def _keeps_ring(plan: DraftPlan, groups: list[list[int]], devices: list[str]) ->
     can pause its drafts (engine.draft_guard.guards) and paused windows chain, skipping the drafter (where
     they do not chain the drafter follows them)."""
     return plan.follows and guards(len(groups)) and chain_mode(devices)
+
+
+def _chooses_groups(config: EngineConfig, plan: DraftPlan, groups: list[list[int]], devices: list[str]) -> bool:
+    """Whether --batch-groups auto measures serial batch MTP against piped MTP (engine.group_choice): MTP
+    drafts in either form (--spec or --piped-mtp) over several stages, where auto made several groups."""
+    return (str(config.batch_groups).strip() == "auto" and len(devices) > 1 and len(groups) > 1 and plan.mtp
+            and (plan.spec > 1 or plan.piped > 0))
 
 
 def cpu_threads(devices: list[str], notes: list[str]) -> int:
@@ -321,6 +328,12 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         drafter.capture(pipeline.tiles, depths)
         if chains_drafts(pipeline, drafter, plan, cfg.ssm_conv):
             drafter.capture_windows(pipeline.tiles, depths, config.parallel)
+    if _chooses_groups(config, plan, groups.groups, devices):
+        progress(0.98, "measuring serial and piped drafts")
+        n, note = group_choice.choose(pipeline, drafter, config.parallel, len(groups.groups),
+                                      plan.depth(pipelined=False), plan.depth(pipelined=True), stages[0].scratch_slot)
+        groups = layout.slot_groups(config.parallel, str(n), len(devices))
+        notes.append(note)
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")

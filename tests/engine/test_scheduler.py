@@ -26,7 +26,7 @@ def alone(model, r: AddRequest) -> list[int]:
 
 def test_more_requests_than_slots_all_complete_and_match_alone(model):
     reqs = [req(f"r{i}", f"request number {i} says", n=8 + i, temperature=0.9, seed=i) for i in range(5)]
-    with local_client(EngineConfig(model=model, parallel=2, devices="cpu,cpu", piped_mtp=2)) as eng:
+    with local_client(EngineConfig(model=model, parallel=2, devices="cpu,cpu", batch_groups="2", piped_mtp=2)) as eng:
         out = run_together(eng, reqs)
     for r in reqs:
         o = out[r.request_id]

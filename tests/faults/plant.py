@@ -388,6 +388,10 @@ FAULTS = [
           "return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))",
           "return y if n == x.shape[0] else torch.cat((y, x[n:]))",
           [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
+    # --batch-groups auto's measured choice (engine.group_choice): piped groups whatever the windows measured
+    Fault("group-choice-ignores-measurement", "engine/group_choice.py",
+          "g = n_groups if rate_p > rate_s else 1", "g = n_groups",
+          ["tests/engine/test_group_choice.py::test_the_choice_follows_the_measurement_and_the_engine_runs_it"]),
     # the device verdict (chained draft windows, DraftWindow and MtpDrafter.on_device): proposals confirmed
     # after a rejected one counted as kept
     Fault("device-verdict-keeps-past-a-miss", "engine/window.py",
