@@ -5,7 +5,8 @@
 # 168 in a tile of at most 8 rows (one pass; 12 warps), and a 16-row tile with 2-8 real rows runs the former.
 #   bash tests/gpu/run_mid_tile.sh     carry [".wheels", ".whl/llama.gguf"]
 # PART=k: the kernel by tile and real rows, and where an 8B tile's time goes at 8 and 16 rows;
-# PART=e: end to end with and without the mid tile (8B streams, SmolLM2's draft windows), and batch-tests with it.
+# PART=e: end to end with and without the mid tile (8B streams, SmolLM2's draft windows), and batch-tests with it;
+# --batch-groups auto's measured choice on two stages of one GPU.
 set -euo pipefail
 mkdir -p .whl && cp .wheels/*.whl .whl/
 source "$(dirname "$0")/env.sh"
@@ -31,6 +32,11 @@ else
     step "counting smollm2 --spec 4, STRATA_MID_TILE=$mid"
     check "draft window mid $mid" env STRATA_MID_TILE=$mid SPEC=4 timeout 150 python3 tests/gpu/profile_draft_window.py \
       $M/count.gguf 100
+  done
+  step "--batch-groups auto on two stages of one GPU (engine.group_choice), beside groups 1 and 2"
+  for g in auto 1 2; do
+    check "counting, 2 stages, groups $g" timeout 200 $S bench --model $M/count.gguf --devices cuda:0,cuda:0 \
+      --parallel 4 --batch-groups $g --spec 4 --piped-mtp 3 --streams 4 --max-tokens 128 --prompt-tokens 64 --ctx 1024
   done
   export STRATA_MID_TILE=8
   check "batch-test 8b 6 slots sampled, mid tile" $BT --model $M/l8b.gguf --devices cuda:0 --parallel 6 \
