@@ -186,15 +186,16 @@ class MtpDrafter:
             self._rows(h, nxt, slots, pos)
 
     @torch.inference_mode()
-    def dry_run(self, hidden: torch.Tensor, k: int, depth: int) -> torch.Tensor:
+    def dry_run(self, hidden: torch.Tensor, k: int, depth: int, room: int) -> torch.Tensor:
         """A window's drafter work on the scratch slot, for measuring (engine.group_choice): the layer over
-        hidden's rows (a window of k slots' rows), then a chain of `depth` proposals from k of them."""
+        hidden's rows (a window of k slots' rows), then a chain of `depth` proposals from k of them, at
+        positions below room + depth."""
         n, s = hidden.shape[0], self.scratch_slot
         tok = torch.zeros(n, dtype=torch.long, device=self.device)
-        g, t, _ = self._step(hidden, tok, [s] * n, list(range(n)))
+        g, t, _ = self._step(hidden, tok, [s] * n, [i % room for i in range(n)])
         h, t = g[:k], t[:k]
         for step in range(depth - 1):
-            h, t, _ = self._step(h, t, [s] * k, [n + step] * k)
+            h, t, _ = self._step(h, t, [s] * k, [room + step] * k)
         return t
 
     def _ring_at(self, slots: list[int], pos: list[int]) -> list[int]:

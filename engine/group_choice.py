@@ -32,14 +32,17 @@ def expected_tokens(depth: int, accept: float = ACCEPT) -> float:
 def round_seconds(pipeline, drafter, groups: list[int], depth: int, scratch: int, rounds: int = ROUNDS) -> float:
     """Wall seconds a round takes where each group (its slot count) sends one window of slots * (depth + 1)
     decode rows and sends its next as soon as the last one is back (the first round left out)."""
+    room = pipeline.stages[0].ctx - depth - 1       # positions on the scratch slot (its values are never read)
+
     def window(slots: int):
         n = slots * (depth + 1)
-        rows = Rows.build([0] * n, [scratch] * n, list(range(n)), pipeline.tiles, scratch, is_prompt=[False] * n)
+        pos = [i % room for i in range(n)]
+        rows = Rows.build([0] * n, [scratch] * n, pos, pipeline.tiles, scratch, is_prompt=[False] * n)
 
         def finish(hidden, logits_of):
             picks = logits_of(list(range(n))).argmax(dim=-1)
             if drafter is not None and depth:
-                drafter.dry_run(hidden, slots, depth)
+                drafter.dry_run(hidden, slots, depth, room)
             return picks.cpu()
         return rows, finish
 

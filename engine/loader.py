@@ -330,9 +330,13 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
             drafter.capture_windows(pipeline.tiles, depths, config.parallel)
     if _chooses_groups(config, plan, groups.groups, devices):
         progress(0.98, "measuring serial and piped drafts")
-        n, note = group_choice.choose(pipeline, drafter, config.parallel, len(groups.groups),
-                                      plan.depth(pipelined=False), plan.depth(pipelined=True), stages[0].scratch_slot)
-        groups = layout.slot_groups(config.parallel, str(n), len(devices))
+        try:
+            n, note = group_choice.choose(pipeline, drafter, config.parallel, len(groups.groups),
+                                          plan.depth(pipelined=False), plan.depth(pipelined=True),
+                                          stages[0].scratch_slot)
+            groups = layout.slot_groups(config.parallel, str(n), len(devices))
+        except (RuntimeError, torch.OutOfMemoryError) as e:     # the layout stays as auto made it
+            note = f"batch-groups auto: serial and piped drafts not measured ({e}); {len(groups.groups)} groups"
         notes.append(note)
     if "cpu" in devices:
         trim_heap()

@@ -38,6 +38,15 @@ def test_auto_groups_take_the_layout_the_measured_windows_make_faster(synthetic)
         lm.pipeline.close()
 
 
+def test_windows_larger_than_the_context_are_measured_within_it(synthetic):
+    """8 slots of 4 rows (32 rows a window) in a 24-position context: the measurement's rows wrap on the
+    scratch slot instead of running past the cache."""
+    lm = load_model(EngineConfig(model=str(synthetic("llama", mtp=1)), devices="cpu,cpu", parallel=8, ctx=24,
+                                 draft="mtp", spec=4, piped_mtp=3))
+    lm.pipeline.close()
+    assert auto_note(lm) and "not measured" not in auto_note(lm)
+
+
 @pytest.mark.parametrize("faster, groups", [("serial", 1), ("piped", 2)])
 def test_the_choice_follows_the_measurement_and_the_engine_runs_it(synthetic, monkeypatch, faster, groups):
     """Measurements that favour one side load that side, and requests then run with its drafts: serial
