@@ -14,6 +14,9 @@ exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader
 $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
 if [ "${PART:-k}" = k ]; then
+  check "chained draft tests on the GPU (the device verdict, engine.window.kept_on_device)" tail_of 30 timeout 300 \
+    python3 -m pytest -q -p no:cacheprovider -x tests/engine/test_draft_chain.py tests/engine/test_draft_graph.py \
+    tests/engine/test_chaining.py
   step "Q4_K kernel by tile:real rows"
   check "bench_q4k_mma" timeout 240 python3 tests/gpu/bench_q4k_mma.py --rows 1,8:2,8:4,8,16:2,16:4,16:8,16 \
     --shapes "qkv,wo,gate|up,down"
