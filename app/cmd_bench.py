@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replay-accept", type=float, default=0.7, metavar="P",
                    help="with --draft replay: each level's requests run once first, then again with their own "
                         "tokens as proposals, each kept with probability P (0-1)")
+    p.add_argument("--window-costs", default="", metavar="ROWS",
+                   help="also measure a decode window of each of these row counts (e.g. 1,2,4,8) by part, before the "
+                        "streams: the layers, + the picks, + the drafter (where drafts are on)")
     p.add_argument("--json", action="store_true")
 
 
@@ -155,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         load_rss = psutil.Process().memory_info().rss - rss0      # the engine runs in this process
         args.words_per_token = filler_words_per_token(eng)
         run_level(eng, 1, _warm(args), "w")
+        costs = (eng.measure_windows([int(x) for x in args.window_costs.split(",") if x.strip()])
+                 if args.window_costs else None)
         rows = [run_level(eng, n, args, f"b{n}_") for n in levels]
         beside = read_beside(eng, args.read_beside, args.words_per_token) if args.read_beside else None
     layout = {"stages": [f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages], "groups": eff.groups,
@@ -166,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
               "load_s": round(eng.ready.load_seconds, 2), "model": eff.model_name, "fallbacks": eff.fallbacks,
               "mtp_file": eff.mtp_file}
     if args.json:
-        print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {})}))
+        print(json.dumps({"layout": layout, "results": rows, **({"read_beside": beside} if beside else {}),
+                          **({"window_costs": msgspec.to_builtins(costs)} if costs else {})}))
         return 0
     print(f"# {layout['model']}: stages {layout['stages']}, groups {layout['groups']}, draft {layout['draft']} "
           f"spec {layout['spec']} piped-mtp {layout['piped_mtp']}"
@@ -180,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
     if eff.draft == "replay":
         print(f"# replay: proposals are each request's tokens from a first run of the same prompts, each kept with "
               f"probability {args.replay_accept} (the prompts' cached prefixes may shorten their second reading)")
+    if costs:
+        print_window_costs(costs)
     cols = ["streams", "prompt_tokens", "tok_s_per_stream", "tok_s_decode", "tok_s_total", "ttft_s", "prompt_tok_s",
             "drafts_offered", "drafts_accepted", "tokens_per_window", "mean_acceptance_length", "window_ms",
             "rows_per_window", "stage_busy_pct", "chained_pct", "paused_pct", "accepted_by_pos"]
@@ -196,6 +204,18 @@ def run(args: argparse.Namespace) -> int:
               f"({b['read_tok_s_alone']} alone, {b['read_speed_vs_alone']:.0%}); the decoding stream's longest gap "
               f"{b['longest_gap_ms']} ms during the read (median {b['median_gap_before_ms']} ms before it)")
     return 0
+
+
+def print_window_costs(c) -> None:
+    """The window costs by rows and part (engine.window_cost), ms a window."""
+    print("# a decode window by its rows, ms (on the scratch slot, wall time a window, host included): the stages' "
+          "layers (a GPU's last stage runs the head in its graph), + the picks to the host"
+          + (f", + the drafter (its layer over the rows, chains of {c.depth} from one row in {c.depth + 1})"
+             if c.draft_ms else ""))
+    print("#   rows  " + "".join(f"{n:>9d}" for n in c.rows))
+    for name, ms in (("layers", c.trunk_ms), ("+ picks", c.pick_ms), ("+ drafter", c.draft_ms)):
+        if ms:
+            print(f"#   {name:9s}" + "".join(f"{v:9.3f}" for v in ms))
 
 
 def read_beside(eng, n_tokens: int, words_per_token: float) -> dict:

@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from engine.messages import (AddRequest, Abort, Configure, EngineConfig, EngineOut, ErrorReply, LoadModel,
-                             LoadProgress, Ping, Pong, Ready, RequestDone, Telemetry)
+                             LoadProgress, MeasureWindows, Ping, Pong, Ready, RequestDone, Telemetry, WindowCosts)
 
 _POLL = 0.1
 
@@ -208,6 +208,21 @@ class EngineClient:
         finally:
             self._pings.pop(nonce, None)
 
+    def measure_windows(self, rows: list[int], timeout: float = 300.0) -> WindowCosts:
+        """What decode windows of these row counts cost by part (engine.window_cost), measured by the engine
+        while no request runs (else EngineFailure)."""
+        self._check_alive()
+        nonce, q = next(self._nonces), queue.Queue()
+        self._pings[nonce] = q
+        try:
+            self.transport.send(MeasureWindows(rows=list(rows), nonce=nonce))
+            reply = _wait(self, q, _deadline(timeout), "window costs")
+            if reply.error:
+                raise EngineFailure(ErrorReply(kind="request", message=reply.error))
+            return reply
+        finally:
+            self._pings.pop(nonce, None)
+
     def add_listener(self, fn: Callable[[EngineOut], None]) -> None:
         self._listeners.append(fn)
 
@@ -272,7 +287,7 @@ class EngineClient:
                 handle._put(msg)
                 if isinstance(msg, (RequestDone, ErrorReply)):
                     self._finish(rid)
-        elif isinstance(msg, Pong):
+        elif isinstance(msg, (Pong, WindowCosts)):
             if (q := self._pings.get(msg.nonce)) is not None:
                 q.put(msg)
         elif isinstance(msg, (LoadProgress, Ready, ErrorReply)):

@@ -11,8 +11,8 @@ import torch
 
 from engine.errors import ConfigError, EngineError, ModelFileError, OutOfMemoryError, RequestError
 from engine.messages import (PROTOCOL_VERSION, Abort, AddRequest, Configure, DeviceMemory, ErrorReply, Hello,
-                             HelloReply, LoadModel, LoadProgress, Ping, Pong, Ready, RequestDone, Shutdown,
-                             Telemetry)
+                             HelloReply, LoadModel, LoadProgress, MeasureWindows, Ping, Pong, Ready, RequestDone,
+                             Shutdown, Telemetry, WindowCosts)
 from engine.sequence import Sequence
 
 CAPABILITIES = ["stages", "groups", "piped-mtp", "lookup-drafts", "prefix-reuse"]
@@ -59,6 +59,8 @@ class EngineCore:
                     self.scheduler.abort(msg.request_id)
             elif isinstance(msg, Configure):
                 self.configure(msg)
+            elif isinstance(msg, MeasureWindows):
+                self.emit(self.measure_windows(msg))
         except Exception as e:  # noqa: BLE001 - every failure becomes a typed reply
             rid = getattr(msg, "request_id", "")
             detail = str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
@@ -85,6 +87,21 @@ class EngineCore:
         self.scheduler = Scheduler(m.pipeline, m.groups, m.effective.ctx, m.drafter, m.plan, self.emit,
                                    self.stats, m.cfg.ssm_conv)
         self.emit(Ready(config=m.effective, model=m.info, load_seconds=m.load_seconds))
+
+    def measure_windows(self, msg: MeasureWindows) -> WindowCosts:
+        """What decode windows of msg.rows rows cost (engine.window_cost): only while no request runs."""
+        from engine import window_cost
+
+        why = ("no model is loaded" if self.model is None else
+               "window costs are measured while no request runs" if self.has_work else
+               "window costs: give row counts of at least 1" if not msg.rows or min(msg.rows) < 1 else "")
+        if why:
+            return WindowCosts(nonce=msg.nonce, error=why)
+        m = self.model
+        depth = m.plan.depth(pipelined=len(m.groups) > 1) if m.drafter is not None else 0
+        parts = window_cost.by_rows(m.pipeline, m.drafter, list(msg.rows), depth, m.pipeline.stages[0].scratch_slot)
+        return WindowCosts(nonce=msg.nonce, rows=list(msg.rows), trunk_ms=parts["trunk"], pick_ms=parts["pick"],
+                           draft_ms=parts.get("draft", []), depth=depth if "draft" in parts else 0)
 
     def unload(self, reason: str = "abort", error: str = "") -> None:
         if self.model is not None:

@@ -14,14 +14,9 @@ out where both depths are the same. The choice and its figures go into the effec
 """
 from __future__ import annotations
 
-import time
-
-import torch
-
-from engine.pipeline import Rows
+from engine import window_cost
 
 ACCEPT = 0.7          # the acceptance per draft position assumed where the two depths differ
-ROUNDS = 3            # measured rounds of each layout (after one round to warm up)
 
 
 def expected_tokens(depth: int, accept: float = ACCEPT) -> float:
@@ -29,50 +24,18 @@ def expected_tokens(depth: int, accept: float = ACCEPT) -> float:
     return sum(accept ** i for i in range(depth + 1))
 
 
-def round_seconds(pipeline, drafter, groups: list[int], depth: int, scratch: int, rounds: int = ROUNDS) -> float:
-    """Wall seconds a round takes where each group (its slot count) sends one window of slots * (depth + 1)
-    decode rows and sends its next as soon as the last one is back (the first round left out)."""
-    room = pipeline.stages[0].ctx - depth - 1       # positions on the scratch slot (its values are never read)
-
-    def window(slots: int):
-        n = slots * (depth + 1)
-        pos = [i % room for i in range(n)]
-        rows = Rows.build([0] * n, [scratch] * n, pos, pipeline.tiles, scratch, is_prompt=[False] * n)
-
-        def finish(hidden, logits_of):
-            picks = logits_of(list(range(n))).argmax(dim=-1)
-            if drafter is not None and depth:
-                drafter.dry_run(hidden, slots, depth, room)
-            return picks.cpu()
-        return rows, finish
-
-    def go(slots: int):
-        return pipeline.submit(*window(slots))
-
-    futs = [go(s) for s in groups]
-    for i, f in enumerate(futs):              # the warm-up round
-        f.result()
-        futs[i] = go(groups[i])
-    t0 = time.perf_counter()
-    for r in range(rounds):
-        for i, f in enumerate(futs):
-            f.result()
-            if r < rounds - 1:
-                futs[i] = go(groups[i])
-    return (time.perf_counter() - t0) / rounds
-
-
 def choose(pipeline, drafter, parallel: int, n_groups: int, serial_depth: int, piped_depth: int,
            scratch: int) -> tuple[int, str]:
     """(groups, note): 1 (serial batch MTP at serial_depth) or n_groups (piped at piped_depth), whichever
     makes more tokens a second in the measured rounds, and a line that says which and why."""
-    with torch.inference_mode():
-        serial = round_seconds(pipeline, drafter, [parallel], serial_depth, scratch)
-        piped = round_seconds(pipeline, drafter, [parallel // n_groups] * n_groups, piped_depth, scratch)
+    per = parallel // n_groups
+    serial = window_cost.round_seconds(pipeline, drafter, [(parallel * (serial_depth + 1), parallel)], serial_depth,
+                                       scratch)
+    piped = window_cost.round_seconds(pipeline, drafter, [(per * (piped_depth + 1), per)] * n_groups, piped_depth,
+                                      scratch)
     rate_s = parallel * expected_tokens(serial_depth) / serial
     rate_p = parallel * expected_tokens(piped_depth) / piped
     g = n_groups if rate_p > rate_s else 1
-    per = parallel // n_groups
     assumed = "" if serial_depth == piped_depth else f", {ACCEPT:.0%} of proposals kept assumed"
 
     def form(depth: int) -> str:

@@ -170,6 +170,13 @@ class Ping(Msg):
     nonce: int = 0
 
 
+class MeasureWindows(Msg):
+    """Time decode windows of these row counts on the scratch slot, by part (engine.window_cost), while no
+    request runs: answered by WindowCosts."""
+    rows: list[int]
+    nonce: int = 0
+
+
 # ---------------------------------------------------------------- engine -> client
 
 class HelloReply(Msg):
@@ -230,6 +237,19 @@ class Pong(Msg):
     nonce: int = 0
 
 
+class WindowCosts(Msg):
+    """Milliseconds a decode window of each row count takes, cumulatively by part: the stages' layers (on a
+    GPU's last stage the head runs inside its graph), + the picks to the host, + the drafter (its layer over
+    the rows and chains of `depth` from one row in depth + 1; empty without an MTP drafter)."""
+    nonce: int = 0
+    rows: list[int] = []
+    trunk_ms: list[float] = []
+    pick_ms: list[float] = []
+    draft_ms: list[float] = []
+    depth: int = 0
+    error: str = ""                        # why nothing was measured (a request running, no model)
+
+
 class SlotState(msgspec.Struct, omit_defaults=True, kw_only=True):
     slot: int
     group: int
@@ -278,9 +298,9 @@ class Telemetry(Msg):
     memory: list[DeviceMemory] = []
 
 
-EngineIn = Hello | LoadModel | AddRequest | Abort | Configure | Shutdown | Ping
+EngineIn = Hello | LoadModel | AddRequest | Abort | Configure | Shutdown | Ping | MeasureWindows
 EngineOut = (HelloReply | LoadProgress | Ready | TokenDelta | PromptProgress | RequestDone
-             | ErrorReply | Pong | Telemetry)
+             | ErrorReply | Pong | Telemetry | WindowCosts)
 
 _enc = msgspec.msgpack.Encoder()
 _dec_in = msgspec.msgpack.Decoder(EngineIn)

@@ -60,3 +60,32 @@ def test_read_beside_a_decoding_stream(capsys, synthetic):
     assert b["prompt_tokens"] > 250 and b["read_tok_s_alone"] > 0 and b["read_tok_s_beside"] > 0
     assert b["read_speed_vs_alone"] == pytest.approx(b["read_tok_s_beside"] / b["read_tok_s_alone"], abs=1e-3)
     assert b["median_gap_before_ms"] > 0 and b["longest_gap_ms"] >= b["median_gap_before_ms"]
+
+
+def test_window_costs_by_rows_and_part(capsys):
+    """--window-costs (issue 13, item 3): a decode window of each row count timed by part on the default
+    model with its MTP layer: the picks add the head's pass (a 49,152-token vocabulary), the drafter its
+    layer and two more head passes, so each part costs more than the one before."""
+    rc = main(["bench", "--streams", "1", "--max-tokens", "8", "--spec", "3", "--draft", "mtp",
+               "--window-costs", "1,4", "--json"])
+    assert rc == 0
+    c = json.loads(capsys.readouterr().out)["window_costs"]
+    assert c["rows"] == [1, 4] and c["depth"] == 2
+    for i in range(2):
+        assert 0 < c["trunk_ms"][i] < c["pick_ms"][i] < c["draft_ms"][i], c
+
+
+def test_window_costs_wait_for_no_request(synthetic):
+    """Measured only while no request runs: asked during one, a clear refusal, and the request goes on."""
+    from app.engine_client import EngineFailure
+    from app.local_engine import local_client
+    from engine.messages import AddRequest, EngineConfig, SamplingParams
+
+    with local_client(EngineConfig(model=str(synthetic("llama")), ctx=4096)) as eng:
+        h = eng.submit(AddRequest(request_id="a", prompt="a long one", sampling=SamplingParams(max_tokens=3000)))
+        next(iter(h))
+        with pytest.raises(EngineFailure, match="while no request runs"):
+            eng.measure_windows([1, 2])
+        text, done = h.result(timeout=120)
+        assert done.finish_reason == "length" and done.completion_tokens == 3000
+        assert len(eng.measure_windows([2]).trunk_ms) == 1

@@ -9,7 +9,7 @@ import pytest
 
 from app.local_engine import local_client
 from app.run_requests import run_together
-from engine import group_choice
+from engine import window_cost
 from engine.loader import load_model
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
@@ -51,10 +51,10 @@ def test_windows_larger_than_the_context_are_measured_within_it(synthetic):
 def test_the_choice_follows_the_measurement_and_the_engine_runs_it(synthetic, monkeypatch, faster, groups):
     """Measurements that favour one side load that side, and requests then run with its drafts: serial
     windows draft at the --spec depth, piped ones at the --piped-mtp depth."""
-    def timed(pipeline, drafter, sizes, depth, scratch, rounds=group_choice.ROUNDS):
-        one = len(sizes) == 1
+    def timed(pipeline, drafter, windows, depth, scratch, **kw):
+        one = len(windows) == 1
         return 0.001 if one == (faster == "serial") else 0.01
-    monkeypatch.setattr(group_choice, "round_seconds", timed)
+    monkeypatch.setattr(window_cost, "round_seconds", timed)
     model = synthetic("llama", mtp=1)
     lm = load(model, spec=4, piped_mtp=1)
     lm.pipeline.close()
@@ -76,7 +76,7 @@ def test_the_choice_follows_the_measurement_and_the_engine_runs_it(synthetic, mo
 def test_no_measurement_where_the_groups_are_given_or_nothing_drafts(synthetic, monkeypatch, kw):
     def never(*a, **k):
         raise AssertionError("measured")
-    monkeypatch.setattr(group_choice, "round_seconds", never)
+    monkeypatch.setattr(window_cost, "round_seconds", never)
     lm = load(synthetic("llama", mtp=1), **kw)
     lm.pipeline.close()
     assert auto_note(lm) is None
