@@ -26,15 +26,16 @@ if [ "${PART:-k}" = k ]; then
   done
 else
   for mid in 0 8; do
-    step "8B bench, STRATA_MID_TILE=$mid"
+    step "8B bench and window costs, STRATA_MID_TILE=$mid"
     check "8B bench mid $mid" env STRATA_MID_TILE=$mid timeout 200 $S bench --model $M/l8b.gguf $B --streams 1,4,8 \
-      --parallel 8
+      --parallel 8 --window-costs 1,2,4,8,16
   done
   $S make-model --arch llama --shape smollm2-135m --mtp 1 --qtype Q4_1 --weights counting --out $M/count.gguf >/dev/null
   for mid in 0 8; do
     step "counting smollm2 --spec 4, STRATA_MID_TILE=$mid"
-    check "draft window mid $mid" env STRATA_MID_TILE=$mid SPEC=4 timeout 150 python3 tests/gpu/profile_draft_window.py \
-      $M/count.gguf 100
+    check "counting spec 4 mid $mid" env STRATA_MID_TILE=$mid STRATA_DRAFT_GUARD=0 timeout 150 $S bench \
+      --model $M/count.gguf --devices cuda:0 --spec 4 --draft mtp --streams 1,4 --parallel 4 --max-tokens 128 \
+      --prompt-tokens 64 --ctx 1024 --window-costs 1,2,4,8,16
   done
   step "--batch-groups auto on two stages of one GPU (engine.group_choice), beside groups 1 and 2"
   for g in auto 1 2; do
