@@ -105,14 +105,13 @@ class DraftWindow:
         self.meta = torch.zeros((4, tile), dtype=torch.long, device=dev)     # slots, token ids, positions, picks
         self.meta[0] = d.scratch_slot
         starts = torch.arange(k, device=dev) * width
-        checks = starts[:, None] + torch.arange(width - 1, device=dev)     # the rows whose proposals each slot checks
         real = torch.tensor([n, k], dtype=torch.long, device=dev) if graphed else None
         pad = chain_tile - k
         n_embd = d.cfg.n_embd
 
         def body():
             slot, toks, pos, picks = self.meta
-            kept = kept_on_device(picks[:n], toks[:n], checks)
+            kept = kept_on_device(picks[:n], toks[:n], width=width)
             trunk = self.x if d.trunk_norm is None else rms_norm(self.x, d.trunk_norm, d.cfg.norm_eps)
             n_dev, k_dev = (real[:1], real[1:]) if graphed else (None, None)
             g = d._layer(picks, trunk, slot, pos, n_dev)      # the drafter's KV at every row of the window

@@ -37,13 +37,11 @@ _GPU_PROMPT = int(os.environ.get("STRATA_PROMPT_TILE", "512"))
 # 32-row tiles, 348 / 393 / 347 with 64, 400 / 391-394 / 368 with 128, 401 at 400 with 256; the default
 # model at 400 tokens 397 -> 444 with 128, 432 with 256)
 _CPU_PROMPT = int(os.environ.get("STRATA_CPU_PROMPT_TILE", "128"))
-# STRATA_MID_TILE: a dense model's GPU decode tile for 2..N rows beside the 16-row one (TileSizes.mid), for measuring
-_GPU_MID = int(os.environ.get("STRATA_MID_TILE", "0"))
 TILE_SIZES = {"cpu": TileSizes(prompt=32, decode=1, chunk=64),
               # CPU stages in the fast mode (int4 matrices and head, Stage.rows_free): a window's decode rows
               # (several streams, a slot's proposals) share tiles of up to 8, a lone row keeps its 1-row tile
               "cpu-rows": TileSizes(prompt=_CPU_PROMPT, decode=8, chunk=max(64, _CPU_PROMPT), solo=1),
-              "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1, mid=_GPU_MID),
+              "cuda": TileSizes(prompt=_GPU_PROMPT, decode=16, chunk=max(256, _GPU_PROMPT), solo=1),
               # MoE on a GPU: a prompt tile reads every expert it routes to once (engine.kernels.moe_grouped),
               # so larger tiles read them for more rows: 512-row tiles, 512 prompt rows a window
               "cuda-moe": TileSizes(prompt=512, decode=16, chunk=512, solo=1)}

@@ -49,16 +49,13 @@ class TileSizes:
     # GPU: a decode row alone in its tile runs in a 1-row tile instead (its own graph), where the int8
     # kernel takes one x row per pass; a row's bits are the same in either tile (engine.kernels.dp4a_gemv)
     solo: int = 0
-    # GPU, STRATA_MID_TILE: decode rows that fit it (2 or more) in a tile of this size instead (its own graph;
-    # a row's bits are the same in every decode tile). For measuring: 0 (none) by default.
-    mid: int = 0
 
     def decode_sizes(self) -> set[int]:
-        return {self.decode, self.solo, self.mid} - {0}
+        return {self.decode, self.solo} - {0}
 
     def tiles(self, n: int, prompt: bool) -> list[tuple[int, int, int]]:
         """(first row, tile rows, real rows) of the tiles that hold n rows of one kind: prompt or decode
-        tiles, a lone decode row in the solo tile where there is one (and a few in the mid tile)."""
+        tiles, a lone decode row in the solo tile where there is one."""
         size = self.prompt if prompt else self.decode
         out = []
         for a in range(0, n, size):
@@ -69,7 +66,7 @@ class TileSizes:
     def _decode_tile(self, real: int, size: int) -> int:
         if real == 1 and self.solo:
             return self.solo
-        return self.mid if 0 < real <= self.mid else size
+        return size
 
 
 class WindowLogits:

@@ -165,10 +165,13 @@ def verdict(sr: SlotRows, logits: torch.Tensor | None, params, picks: list[int] 
     return SlotVerdict(sr.slot, picks, kept, sr.n_base + kept - 1, rows + extra)
 
 
-def kept_on_device(picks: torch.Tensor, toks: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+def kept_on_device(picks: torch.Tensor, toks: torch.Tensor, at: torch.Tensor | None = None,
+                   width: int = 0) -> torch.Tensor:
     """Each slot's kept count on the device (no host wait): picks and toks [n] a window's target picks and
-    token ids, at [k, L] the rows whose proposals slot i checks in order (row r's proposal is the token at
-    row r + 1, confirmed by r's pick; row n - 1, which has none, pads shorter runs): 1 + the leading
-    confirmed ones."""
+    token ids; slot i checks, in order, the proposals of the rows at[i] (row r's proposal is the token at
+    row r + 1, confirmed by r's pick; row n - 1, which has none, pads shorter runs), or, with `width` (every
+    slot's run that many rows, in order), its run's rows but the last: 1 + the leading confirmed ones. (The
+    `width` form slices where `at` gathers: a chained draft window's graph captures it so on a GPU.)"""
     ok = torch.cat((picks[:-1] == toks[1:], picks.new_zeros(1, dtype=torch.bool)))
-    return 1 + ok[at].long().cumprod(dim=1).sum(dim=1)
+    runs = ok.view(-1, width)[:, :-1] if at is None else ok[at]
+    return 1 + runs.long().cumprod(dim=1).sum(dim=1)

@@ -150,3 +150,5 @@ def test_the_device_verdict_keeps_proposals_up_to_the_first_miss():
     picks = torch.tensor([11, 99, 13, 5, 77, 22, 23, 6, 31, 32, 33, 7, 41, 8])
     at = torch.tensor([[0, 1, 2], [4, 5, 6], [8, 9, 10], [12, 13, 13]])
     assert kept_on_device(picks, toks, at).tolist() == [2, 1, 4, 2]
+    # the same runs of equal width (a chained draft window's), slot 3 left out: its checks sliced, not gathered
+    assert kept_on_device(picks[:12], toks[:12], width=4).tolist() == [2, 1, 4]

@@ -395,7 +395,7 @@ FAULTS = [
     # the device verdict (chained draft windows, DraftWindow and MtpDrafter.on_device): proposals confirmed
     # after a rejected one counted as kept
     Fault("device-verdict-keeps-past-a-miss", "engine/window.py",
-          "return 1 + ok[at].long().cumprod(dim=1).sum(dim=1)", "return 1 + ok[at].long().sum(dim=1)",
+          "return 1 + runs.long().cumprod(dim=1).sum(dim=1)", "return 1 + runs.long().sum(dim=1)",
           ["tests/engine/test_draft_chain.py::test_the_device_verdict_keeps_proposals_up_to_the_first_miss"]),
     Fault("drafter-loop-rotation-flipped", "engine/drafts.py",
           "self._rotation = rotation_tables(*self.rope, self.cfg.rope_neox)",
