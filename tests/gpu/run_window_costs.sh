@@ -2,7 +2,8 @@
 # Issues 13 / 17 / 11: `strata bench --window-costs` (a decode window by its rows and part: layers, + picks,
 # + the drafter) on the llama-3-8b shape and the smollm2-135m counting model; --batch-groups auto's measured
 # choice (engine.group_choice) on two stages of one GPU beside groups 1 and 2; the chained draft tests and
-# batch-tests after the device verdict was written once (engine.window.kept_on_device).
+# batch-tests after the device verdict was written once (engine.window.kept_on_device); the Q4_K kernel's
+# launch settings at one row (on an H100 the int8 kernel beat it at one row on qkv, wo and gate|up).
 #   bash tests/gpu/run_window_costs.sh     carry [".wheels", ".whl/llama.gguf"]
 set -euo pipefail
 mkdir -p .whl && cp .wheels/*.whl .whl/
@@ -26,4 +27,9 @@ done
 $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
 step "8B bench and window costs"
 check "8B bench" timeout 240 $S bench --model $M/l8b.gguf $B --streams 1,8 --parallel 8 --window-costs 1,2,4,8,16
+step "Q4_K at one row: warps x groups (the warps change the sums' order; the groups and AHEAD do not), AHEAD 1 / 2"
+for a in 1 2; do
+  check "q4k sweep, AHEAD $a" env STRATA_Q4K_AHEAD=$a timeout 120 python3 tests/gpu/bench_q4k_mma.py --sweep --rows 1 \
+    --shapes "qkv,wo,gate|up,down"
+done
 summary
