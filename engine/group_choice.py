@@ -1,49 +1,70 @@
 """--batch-groups auto where drafts are on over several stages: serial batch MTP (one group, every slot in
 each window, the --spec depth) or piped MTP (a group per stage, each group's windows following the others'
-through the stages, the --piped-mtp depth), whichever the windows measured at load say is faster.
+through the stages, the --piped-mtp depth), whichever decodes faster in a short run at load.
 
-Which one wins depends on the layout and the devices: piped windows keep every stage busy, but each group's
-window pays the per-window costs (a GPU graph replay, the head, the drafter's chain) once per group, and on a
-GPU a window of half the rows costs nearly what the whole one does; on a CPU a window's cost grows with its
-rows. So both are measured, through the pipeline as the scheduler runs them, on the scratch slot: rounds of
-one window of every slot's rows against rounds of one window per group, each group's next window sent when
-its last one came back; each window's last stage picks its rows (the head) and runs the drafter over them
-(its layer over the window's rows, then the rest of a chain of the depth over one row per slot). Tokens a
-round: every slot's 1 + a + a^2 + ... + a^depth at an assumed acceptance ACCEPT per position, which cancels
-out where both depths are the same. The choice and its figures go into the effective configuration.
+Which one wins depends on the layout, the devices and the host: piped windows keep every stage busy and hide
+one group's host work (verdicts, the drafter's chain, the next window's build) behind the other's kernels,
+but each group's window pays the per-window costs once per group; on a GPU a window of half the rows costs
+nearly what the whole one does, on a CPU a window's cost grows with its rows. A measurement of the windows
+alone (engine.window_cost, without the scheduler's host work) picked serial on two stages of one H100 where
+piped decoded 27-38% faster (2026-12-06, tests/gpu/run_window_costs.sh), so the choice is made by the
+scheduler itself: every slot decodes RUN_TOKENS tokens of a filler prompt, greedy, drafts every window (no
+guard), once in each layout, and the layout with more decode tokens a second is kept. The acceptance is the
+model's own on that text. The choice and both figures go into the effective configuration.
 """
 from __future__ import annotations
 
-from engine import window_cost
+import time
 
-ACCEPT = 0.7          # the acceptance per draft position assumed where the two depths differ
+from engine.messages import RequestDone, SamplingParams
+from engine.scheduler import Scheduler
+from engine.sequence import Sequence
+from engine.stats import EngineStats
+
+RUN_TOKENS = 32       # tokens each slot decodes in each layout's run
 
 
-def expected_tokens(depth: int, accept: float = ACCEPT) -> float:
-    """A slot's tokens a window at this draft depth: the current token's pick and each proposal kept."""
-    return sum(accept ** i for i in range(depth + 1))
+def decode_rate(pipeline, groups: list[list[int]], ctx: int, drafter, plan, prompt: list[int],
+                conv_kernel: int = 0, tokens: int = RUN_TOKENS) -> tuple[float, float]:
+    """(decode tokens a second, tokens a window) when every slot of `groups` decodes `tokens` tokens after
+    its own copy of `prompt` (its slot number first, so no two share a prefix), in one scheduler over these
+    groups with drafts every window."""
+    done: list[RequestDone] = []
+    slots = [s for g in groups for s in g]
+    sched = Scheduler(pipeline, groups, ctx, drafter, plan, lambda m: done.append(m) if isinstance(m, RequestDone)
+                      else None, EngineStats(len(slots)), conv_kernel)
+    sched.guard.enabled = False
+    room = max(1, ctx - tokens - plan.depth(pipelined=len(groups) > 1) - 2)
+    for i in slots:
+        ids = ([i] + prompt)[:room]
+        sched.add(Sequence(f"groups-measure-{i}", ids, SamplingParams(max_tokens=tokens, ignore_eos=True), set(), None,
+                           ctx))
+    t0 = time.perf_counter()
+    while sched.has_work:
+        sched.step()
+    wall = time.perf_counter() - t0
+    decode = max((d.decode_s for d in done), default=0.0) or wall
+    made = sum(max(0, d.completion_tokens - 1) for d in done)     # the first token comes with the prompt
+    windows = sum(d.windows for d in done)
+    return made / max(decode, 1e-9), sum(d.completion_tokens for d in done) / max(windows, 1)
 
 
-def choose(pipeline, drafter, parallel: int, n_groups: int, serial_depth: int, piped_depth: int,
-           scratch: int) -> tuple[int, str]:
-    """(groups, note): 1 (serial batch MTP at serial_depth) or n_groups (piped at piped_depth), whichever
-    makes more tokens a second in the measured rounds, and a line that says which and why."""
+def choose(pipeline, drafter, plan, parallel: int, n_groups: int, ctx: int, prompt: list[int],
+           conv_kernel: int = 0) -> tuple[int, str]:
+    """(groups, note): 1 (serial batch MTP) or n_groups (piped), whichever decodes faster in decode_rate's
+    run, and a line that says which and why."""
     per = parallel // n_groups
-    serial = window_cost.round_seconds(pipeline, drafter, [(parallel * (serial_depth + 1), parallel)], serial_depth,
-                                       scratch)
-    piped = window_cost.round_seconds(pipeline, drafter, [(per * (piped_depth + 1), per)] * n_groups, piped_depth,
-                                      scratch)
-    rate_s = parallel * expected_tokens(serial_depth) / serial
-    rate_p = parallel * expected_tokens(piped_depth) / piped
-    g = n_groups if rate_p > rate_s else 1
-    assumed = "" if serial_depth == piped_depth else f", {ACCEPT:.0%} of proposals kept assumed"
+    piped_groups = [list(range(g * per, (g + 1) * per)) for g in range(n_groups)]
+    serial, tpw_s = decode_rate(pipeline, [list(range(parallel))], ctx, drafter, plan, prompt, conv_kernel)
+    piped, tpw_p = decode_rate(pipeline, piped_groups, ctx, drafter, plan, prompt, conv_kernel)
+    g = n_groups if piped > serial else 1
+    depth_s, depth_p = plan.depth(pipelined=False), plan.depth(pipelined=True)
+    chosen = ("serial batch MTP in 1 group" if g == 1 else f"piped MTP in {g} groups" if depth_p
+              else f"{g} pipelined groups without drafts")
 
     def form(depth: int) -> str:
         return f"drafts {depth} deep" if depth else "no drafts"
-    chosen = ("serial batch MTP in 1 group" if g == 1 else f"piped MTP in {g} groups" if piped_depth
-              else f"{g} pipelined groups without drafts")
-    note = (f"batch-groups auto: {chosen}"
-            f" (measured at load over {len(pipeline.stages)} stages: 1 group of {parallel} slots, "
-            f"{form(serial_depth)}, {serial * 1e3:.2f} ms a window, about {rate_s:.0f} tok/s; {n_groups} groups of "
-            f"{per}, {form(piped_depth)}, {piped * 1e3:.2f} ms a round, about {rate_p:.0f} tok/s{assumed})")
+    note = (f"batch-groups auto: {chosen} (measured at load, {parallel} slots decoding {RUN_TOKENS} tokens of a "
+            f"filler prompt each: 1 group, {form(depth_s)}, {serial:.0f} tok/s, {tpw_s:.2f} tokens a window; "
+            f"{n_groups} groups of {per}, {form(depth_p)}, {piped:.0f} tok/s, {tpw_p:.2f} tokens a window)")
     return g, note

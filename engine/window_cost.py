@@ -1,9 +1,9 @@
-"""What decode windows cost, measured through the loaded pipeline as the scheduler runs them, on the scratch
-slot (its values are never read): for --batch-groups auto's choice (engine.group_choice) and `strata bench
---window-costs` (the cost of a window by its rows and by part: where drafts can pay).
+"""What decode windows cost, measured through the loaded pipeline on the scratch slot (its values are never
+read), without the scheduler's host work: `strata bench --window-costs` (the cost of a window by its rows and
+by part: where drafts can pay).
 
-A window's parts are timed by what its last stage does after the layers: nothing (the stages' layers; a GPU
-stage's decode graph also runs the head on the last stage), the picks (the head's greedy pick of every row,
+A window's parts are timed by what its last stage does after the layers: one value of the hidden states to
+the host (the stages' layers; a GPU stage's decode graph also runs the head on the last stage), the picks (the head's greedy pick of every row,
 to the host), then the drafter (its layer over the window's rows and the rest of a chain of the draft depth
 from one row a slot). Each is wall time a window over rounds of windows sent one after another (the first
 round left out), so the host's part of a window is in it.
@@ -33,8 +33,8 @@ def round_seconds(pipeline, drafter, windows: list[tuple[int, int]], depth: int,
                           is_prompt=[False] * n)
 
         def finish(hidden, logits_of):
-            if part == "trunk":
-                return None
+            if part == "trunk":                   # (waits for the layers: one value to the host)
+                return hidden[-1:, :1].cpu()
             picks = logits_of(list(range(n))).argmax(dim=-1)
             if part == "draft" and drafter is not None and depth:
                 drafter.dry_run(hidden, chains, depth, room)
@@ -52,8 +52,6 @@ def round_seconds(pipeline, drafter, windows: list[tuple[int, int]], depth: int,
                 f.result()
                 if r < rounds - 1:
                     futs[i] = go(*windows[i])
-        if pipeline.stages[-1].device.type == "cuda":      # (a trunk-only window's work may still run)
-            torch.cuda.synchronize(pipeline.stages[-1].device)
         return (time.perf_counter() - t0) / rounds
 
 

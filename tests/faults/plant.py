@@ -390,7 +390,7 @@ FAULTS = [
           [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
     # --batch-groups auto's measured choice (engine.group_choice): piped groups whatever the windows measured
     Fault("group-choice-ignores-measurement", "engine/group_choice.py",
-          "g = n_groups if rate_p > rate_s else 1", "g = n_groups",
+          "g = n_groups if piped > serial else 1", "g = n_groups",
           ["tests/engine/test_group_choice.py::test_the_choice_follows_the_measurement_and_the_engine_runs_it"]),
     # the device verdict (chained draft windows, DraftWindow and MtpDrafter.on_device): proposals confirmed
     # after a rejected one counted as kept
