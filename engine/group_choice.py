@@ -9,7 +9,8 @@ nearly what the whole one does, on a CPU a window's cost grows with its rows. A 
 alone (engine.window_cost, without the scheduler's host work) picked serial on two stages of one H100 where
 piped decoded 27-38% faster (2026-12-06, tests/gpu/run_window_costs.sh), so the choice is made by the
 scheduler itself: every slot decodes RUN_TOKENS tokens of a filler prompt, greedy, drafts every window (no
-guard), once in each layout, and the layout with more decode tokens a second is kept. The acceptance is the
+guard), once in each layout (GPU stages: GPU_RUNS times GPU_TOKENS, in turn), and the layout with more decode
+tokens a second is kept. The acceptance is the
 model's own on that text. The choice and both figures go into the effective configuration.
 """
 from __future__ import annotations
@@ -21,7 +22,9 @@ from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 
-RUN_TOKENS = 32       # tokens each slot decodes in each layout's run
+RUN_TOKENS = 32       # tokens each slot decodes in each layout's run (CPU stages; GPU: GPU_RUNS of GPU_TOKENS,
+GPU_TOKENS = 64       # the layouts in turn, the rates added: two stages of one H100 put the two layouts within
+GPU_RUNS = 2          # 2-8% of each other, and one 32-token run each picked the slower of them there, 2026-12-06)
 
 
 def decode_rate(pipeline, groups: list[list[int]], ctx: int, drafter, plan, prompt: list[int],
@@ -54,9 +57,16 @@ def choose(pipeline, drafter, plan, parallel: int, n_groups: int, ctx: int, prom
     """(groups, note): 1 (serial batch MTP) or n_groups (piped), whichever decodes faster in decode_rate's
     run, and a line that says which and why."""
     per = parallel // n_groups
-    piped_groups = [list(range(g * per, (g + 1) * per)) for g in range(n_groups)]
-    serial, tpw_s = decode_rate(pipeline, [list(range(parallel))], ctx, drafter, plan, prompt, conv_kernel)
-    piped, tpw_p = decode_rate(pipeline, piped_groups, ctx, drafter, plan, prompt, conv_kernel)
+    layouts = [[list(range(parallel))], [list(range(g * per, (g + 1) * per)) for g in range(n_groups)]]
+    gpu = all(s.device.type == "cuda" for s in pipeline.stages)
+    tokens, runs = (GPU_TOKENS, GPU_RUNS) if gpu else (RUN_TOKENS, 1)
+    got = [[0.0, 0.0], [0.0, 0.0]]
+    for _ in range(runs):
+        for i, groups in enumerate(layouts):
+            rate, tpw = decode_rate(pipeline, groups, ctx, drafter, plan, prompt, conv_kernel, tokens)
+            got[i][0] += rate / runs
+            got[i][1] += tpw / runs
+    (serial, tpw_s), (piped, tpw_p) = got
     g = n_groups if piped > serial else 1
     depth_s, depth_p = plan.depth(pipelined=False), plan.depth(pipelined=True)
     chosen = ("serial batch MTP in 1 group" if g == 1 else f"piped MTP in {g} groups" if depth_p
@@ -64,7 +74,7 @@ def choose(pipeline, drafter, plan, parallel: int, n_groups: int, ctx: int, prom
 
     def form(depth: int) -> str:
         return f"drafts {depth} deep" if depth else "no drafts"
-    note = (f"batch-groups auto: {chosen} (measured at load, {parallel} slots decoding {RUN_TOKENS} tokens of a "
-            f"filler prompt each: 1 group, {form(depth_s)}, {serial:.0f} tok/s, {tpw_s:.2f} tokens a window; "
+    note = (f"batch-groups auto: {chosen} (measured at load, {parallel} slots decoding {tokens} tokens of a "
+            f"filler prompt each{', ' + str(runs) + ' runs' if runs > 1 else ''}: 1 group, {form(depth_s)}, {serial:.0f} tok/s, {tpw_s:.2f} tokens a window; "
             f"{n_groups} groups of {per}, {form(depth_p)}, {piped:.0f} tok/s, {tpw_p:.2f} tokens a window)")
     return g, note
