@@ -388,6 +388,10 @@ FAULTS = [
           "return y if n == x.shape[0] else torch.cat((y, y.new_zeros(x.shape[0] - n, y.shape[1])))",
           "return y if n == x.shape[0] else torch.cat((y, x[n:]))",
           [LY + "test_a_decode_tiles_padding_rows_come_back_as_zeros"]),
+    # the draft guard: a span without drafts far behind drafts' rate run to its end all the same
+    Fault("guard-plain-span-never-ends-early", "engine/draft_guard.py",
+          " or self._far_behind(span, now)\n", "\n",
+          ["tests/engine/test_draft_guard.py::test_drafts_that_pay_stay_on"]),
     # --batch-groups auto's measured choice (engine.group_choice): piped groups whatever the windows measured
     Fault("group-choice-ignores-measurement", "engine/group_choice.py",
           "g = n_groups if piped > serial else 1", "g = n_groups",
