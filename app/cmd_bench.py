@@ -20,10 +20,10 @@ from app import bench_prompts
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
+from engine.group_choice import FILLER
 from engine.messages import AddRequest, SamplingParams, Telemetry, TokenDelta
 
-BENCH_TEXT = ("The history of the printing press begins in the fifteenth century, when movable type changed how "
-              "books were made, how ideas travelled and who could read them. ")
+BENCH_TEXT = FILLER + " "
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -187,7 +187,7 @@ class MtpDrafter:
 
     @torch.inference_mode()
     def dry_run(self, hidden: torch.Tensor, k: int, depth: int, room: int) -> torch.Tensor:
-        """A window's drafter work on the scratch slot, for measuring (engine.group_choice): the layer over
+        """A window's drafter work on the scratch slot, for measuring (engine.window_cost): the layer over
         hidden's rows (a window of k slots' rows), then a chain of `depth` proposals from k of them, at
         positions below room + depth."""
         n, s = hidden.shape[0], self.scratch_slot

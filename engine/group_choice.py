@@ -5,13 +5,13 @@ through the stages, the --piped-mtp depth), whichever decodes faster in a short 
 Which one wins depends on the layout, the devices and the host: piped windows keep every stage busy and hide
 one group's host work (verdicts, the drafter's chain, the next window's build) behind the other's kernels,
 but each group's window pays the per-window costs once per group; on a GPU a window of half the rows costs
-nearly what the whole one does, on a CPU a window's cost grows with its rows. A measurement of the windows
-alone (engine.window_cost, without the scheduler's host work) picked serial on two stages of one H100 where
-piped decoded 27-38% faster (2026-12-06, tests/gpu/run_window_costs.sh), so the choice is made by the
-scheduler itself: every slot decodes RUN_TOKENS tokens of a filler prompt, greedy, drafts every window (no
-guard), once in each layout (GPU stages: GPU_RUNS times GPU_TOKENS, in turn), and the layout with more decode
-tokens a second is kept. The acceptance is the
-model's own on that text. The choice and both figures go into the effective configuration.
+nearly what the whole one does, on a CPU a window's cost grows with its rows. Timing the windows alone
+(engine.window_cost, without the scheduler's host work) favoured serial on two stages of one H100 by 30%
+where the scheduler's own runs put the two within 2-5% (2026-12-06, tests/gpu/run_window_costs.sh and
+run_group_choice.sh), so the choice is made by the scheduler itself: every slot decodes RUN_TOKENS tokens of
+FILLER, greedy, drafts every window (no guard), once in each layout (GPU stages: GPU_RUNS times GPU_TOKENS, the
+layouts in turn), and the layout with more decode tokens a second is kept. The acceptance is the model's own
+on that text. The choice and both figures go into the effective configuration.
 """
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from engine.sequence import Sequence
 from engine.stats import EngineStats
 
 RUN_TOKENS = 32       # tokens each slot decodes in each layout's run (CPU stages; GPU: GPU_RUNS of GPU_TOKENS,
-GPU_TOKENS = 64       # the layouts in turn, the rates added: two stages of one H100 put the two layouts within
+GPU_TOKENS = 64       # the layouts in turn, the rates averaged: two stages of one H100 put the two layouts within
 GPU_RUNS = 2          # 2-8% of each other, and one 32-token run each picked the slower of them there, 2026-12-06)
+FILLER = ("The history of the printing press begins in the fifteenth century, when movable type changed how books "
+          "were made, how ideas travelled and who could read them.")
 
 
 def decode_rate(pipeline, groups: list[list[int]], ctx: int, drafter, plan, prompt: list[int],
@@ -55,7 +57,7 @@ def decode_rate(pipeline, groups: list[list[int]], ctx: int, drafter, plan, prom
 def choose(pipeline, drafter, plan, parallel: int, n_groups: int, ctx: int, prompt: list[int],
            conv_kernel: int = 0) -> tuple[int, str]:
     """(groups, note): 1 (serial batch MTP) or n_groups (piped), whichever decodes faster in decode_rate's
-    run, and a line that says which and why."""
+    run of `prompt` (FILLER's tokens), and a line that says which and why."""
     per = parallel // n_groups
     layouts = [[list(range(parallel))], [list(range(g * per, (g + 1) * per)) for g in range(n_groups)]]
     gpu = all(s.device.type == "cuda" for s in pipeline.stages)
@@ -74,7 +76,8 @@ def choose(pipeline, drafter, plan, parallel: int, n_groups: int, ctx: int, prom
 
     def form(depth: int) -> str:
         return f"drafts {depth} deep" if depth else "no drafts"
+    times = f", {runs} runs" if runs > 1 else ""
     note = (f"batch-groups auto: {chosen} (measured at load, {parallel} slots decoding {tokens} tokens of a "
-            f"filler prompt each{', ' + str(runs) + ' runs' if runs > 1 else ''}: 1 group, {form(depth_s)}, {serial:.0f} tok/s, {tpw_s:.2f} tokens a window; "
+            f"filler prompt each{times}: 1 group, {form(depth_s)}, {serial:.0f} tok/s, {tpw_s:.2f} tokens a window; "
             f"{n_groups} groups of {per}, {form(depth_p)}, {piped:.0f} tok/s, {tpw_p:.2f} tokens a window)")
     return g, note

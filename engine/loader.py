@@ -133,10 +133,6 @@ def _keeps_ring(plan: DraftPlan, groups: list[list[int]], devices: list[str]) ->
     return plan.follows and guards(len(groups)) and chain_mode(devices)
 
 
-FILLER = ("The history of the printing press begins in the fifteenth century, when movable type changed how books "
-          "were made, how ideas travelled and who could read them.")      # --batch-groups auto's run (group_choice)
-
-
 def _chooses_groups(config: EngineConfig, plan: DraftPlan, groups: list[list[int]], devices: list[str]) -> bool:
     """Whether --batch-groups auto measures serial batch MTP against piped MTP (engine.group_choice): MTP
     drafts in either form (--spec or --piped-mtp) over several stages, where auto made several groups."""
@@ -334,7 +330,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         progress(0.98, "measuring serial and piped drafts")
         try:
             n, note = group_choice.choose(pipeline, drafter, plan, config.parallel, len(groups.groups), ctx,
-                                          tok.encode(FILLER), cfg.ssm_conv)
+                                          tok.encode(group_choice.FILLER), cfg.ssm_conv)
             groups = layout.slot_groups(config.parallel, str(n), len(devices))
         except (RuntimeError, torch.OutOfMemoryError) as e:     # the layout stays as auto made it
             note = f"batch-groups auto: serial and piped drafts not measured ({e}); {len(groups.groups)} groups"

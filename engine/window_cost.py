@@ -3,9 +3,9 @@ read), without the scheduler's host work: `strata bench --window-costs` (the cos
 by part: where drafts can pay).
 
 A window's parts are timed by what its last stage does after the layers: one value of the hidden states to
-the host (the stages' layers; a GPU stage's decode graph also runs the head on the last stage), the picks (the head's greedy pick of every row,
-to the host), then the drafter (its layer over the window's rows and the rest of a chain of the draft depth
-from one row a slot). Each is wall time a window over rounds of windows sent one after another (the first
+the host (the stages' layers; a GPU stage's decode graph also runs the head on the last stage), the picks
+(the head's greedy pick of every row, to the host), then the drafter (its layer over the window's rows and
+the rest of a chain of the draft depth from one row a slot). Each is wall time a window over rounds of windows sent one after another (the first
 round left out), so the host's part of a window is in it.
 """
 from __future__ import annotations

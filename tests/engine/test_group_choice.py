@@ -71,8 +71,8 @@ def test_the_choice_follows_the_measurement_and_the_engine_runs_it(synthetic, mo
     assert offered > 2 * windows if groups == 1 else offered <= windows
 
 
-@pytest.mark.parametrize("kw", [dict(spec=3, piped_mtp=2, batch_groups="2"), dict(spec=3, piped_mtp=2, batch_groups="1"),
-                                dict(spec=1, piped_mtp=0)])
+@pytest.mark.parametrize("kw", [dict(spec=3, piped_mtp=2, batch_groups="2"),
+                                dict(spec=3, piped_mtp=2, batch_groups="1"), dict(spec=1, piped_mtp=0)])
 def test_no_measurement_where_the_groups_are_given_or_nothing_drafts(synthetic, monkeypatch, kw):
     def never(*a, **k):
         raise AssertionError("measured")
