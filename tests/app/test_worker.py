@@ -133,6 +133,16 @@ def test_bad_request_is_a_typed_error(client):
     assert client.state == "ready"
 
 
+def test_window_costs_from_the_worker_process(client):
+    """MeasureWindows / WindowCosts across the worker's pipe (what `strata bench --window-costs` asks in process):
+    one figure a row count and part; a bad row count is refused in one line and the worker stays ready."""
+    c = client.measure_windows([1, 3])
+    assert c.rows == [1, 3] and len(c.trunk_ms) == len(c.pick_ms) == 2 and min(c.trunk_ms + c.pick_ms) > 0
+    with pytest.raises(EngineFailure, match="at least 1"):
+        client.measure_windows([0])
+    assert client.state == "ready" and client.ping() < 1.0
+
+
 def test_telemetry_about_10hz_when_idle(client):
     seen = []
     client.add_listener(lambda m: isinstance(m, Telemetry) and seen.append(m))
