@@ -60,13 +60,8 @@ class TileSizes:
         out = []
         for a in range(0, n, size):
             real = min(size, n - a)
-            out.append((a, size if prompt else self._decode_tile(real, size), real))
+            out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))
         return out
-
-    def _decode_tile(self, real: int, size: int) -> int:
-        if real == 1 and self.solo:
-            return self.solo
-        return size
 
 
 class WindowLogits:

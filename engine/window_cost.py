@@ -5,8 +5,8 @@ by part: where drafts can pay).
 A window's parts are timed by what its last stage does after the layers: one value of the hidden states to
 the host (the stages' layers; a GPU stage's decode graph also runs the head on the last stage), the picks
 (the head's greedy pick of every row, to the host), then the drafter (its layer over the window's rows and
-the rest of a chain of the draft depth from one row a slot). Each is wall time a window over rounds of windows sent one after another (the first
-round left out), so the host's part of a window is in it.
+the rest of a chain of the draft depth from one row a slot). Each is wall time a window over windows sent
+one after another (the first left out), so the host's part of a window is in it.
 """
 from __future__ import annotations
 
@@ -16,42 +16,32 @@ import torch
 
 from engine.pipeline import Rows
 
-ROUNDS = 3            # measured rounds (after one round to warm up)
+ROUNDS = 3            # measured windows of each kind (after one to warm up)
 PARTS = ("trunk", "pick", "draft")
 
 
-def round_seconds(pipeline, drafter, windows: list[tuple[int, int]], depth: int, scratch: int,
-                  rounds: int = ROUNDS, part: str = "draft") -> float:
-    """Wall seconds a round takes where each group sends one window of (rows, chains) (decode rows; the
-    drafter's chains of `depth` from that many of them) and sends its next as soon as the last one is back
-    (the first round left out). part: what the last stage does after the layers (PARTS: nothing, the
-    picks, the picks and the drafter)."""
+def window_seconds(pipeline, drafter, n: int, chains: int, depth: int, scratch: int, part: str,
+                   rounds: int = ROUNDS) -> float:
+    """Wall seconds a window of n decode rows takes, each sent as soon as the last one is back (the first
+    left out). part: what the last stage does after the layers (PARTS: one value to the host, the picks, the
+    picks and the drafter's chains of `depth` from `chains` of the rows)."""
     room = pipeline.stages[0].ctx - depth - 1       # positions on the scratch slot
+    rows = Rows.build([0] * n, [scratch] * n, [i % room for i in range(n)], pipeline.tiles, scratch,
+                      is_prompt=[False] * n)
 
-    def go(n: int, chains: int):
-        rows = Rows.build([0] * n, [scratch] * n, [i % room for i in range(n)], pipeline.tiles, scratch,
-                          is_prompt=[False] * n)
-
-        def finish(hidden, logits_of):
-            if part == "trunk":                   # (waits for the layers: one value to the host)
-                return hidden[-1:, :1].cpu()
-            picks = logits_of(list(range(n))).argmax(dim=-1)
-            if part == "draft" and drafter is not None and depth:
-                drafter.dry_run(hidden, chains, depth, room)
-            return picks.cpu()
-        return pipeline.submit(rows, finish)
+    def finish(hidden, logits_of):
+        if part == "trunk":                       # (waits for the layers: one value to the host)
+            return hidden[-1:, :1].cpu()
+        picks = logits_of(list(range(n))).argmax(dim=-1)
+        if part == "draft" and drafter is not None and depth:
+            drafter.dry_run(hidden, chains, depth, room)
+        return picks.cpu()
 
     with torch.inference_mode():
-        futs = [go(*w) for w in windows]
-        for i, f in enumerate(futs):              # the warm-up round
-            f.result()
-            futs[i] = go(*windows[i])
+        pipeline.submit(rows, finish).result()    # the warm-up window
         t0 = time.perf_counter()
-        for r in range(rounds):
-            for i, f in enumerate(futs):
-                f.result()
-                if r < rounds - 1:
-                    futs[i] = go(*windows[i])
+        for _ in range(rounds):
+            pipeline.submit(rows, finish).result()
         return (time.perf_counter() - t0) / rounds
 
 
@@ -61,6 +51,5 @@ def by_rows(pipeline, drafter, rows: list[int], depth: int, scratch: int) -> dic
     out: dict[str, list[float]] = {p: [] for p in PARTS if p != "draft" or (drafter is not None and depth)}
     for n in rows:
         for p in out:
-            window = (n, max(1, n // (depth + 1)))
-            out[p].append(round_seconds(pipeline, drafter, [window], depth, scratch, part=p) * 1e3)
+            out[p].append(window_seconds(pipeline, drafter, n, max(1, n // (depth + 1)), depth, scratch, p) * 1e3)
     return out

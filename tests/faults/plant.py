@@ -288,8 +288,8 @@ FAULTS = [
           ["tests/engine/test_attention_kernel.py::test_fused_split_attention_merges_in_its_last_chunk_program"]),
     # a lone GPU decode row padded into the 16-row tile (its 1-row tile and graph never used)
     Fault("solo-decode-tile-unused", "engine/pipeline.py",
-          "        if real == 1 and self.solo:\n            return self.solo\n",
-          "",
+          "out.append((a, self.solo if not prompt and real == 1 and self.solo else size, real))",
+          "out.append((a, size, real))",
           ["tests/engine/test_tiles.py::test_a_lone_decode_row_gets_a_one_row_tile_on_a_gpu"]),
     # the drafter's graph path: a chain past its first unsure proposal still offered
     Fault("draft-graph-min-p-ignored", "engine/drafts.py",
