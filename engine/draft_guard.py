@@ -8,15 +8,21 @@ shape (H100, 2026-12-05, the drafter's work in one graph). A drafter that gets 1
 (prose, edits) then makes a lone request slower than no drafter at all; a user who turned drafts on expects
 the opposite.
 
-So the guard measures both: decode tokens per second of wall time with drafts (a span of DRAFT_SPAN
-windows) and without them (PLAIN_SPAN windows, chained; EARLY where drafts are FAR ahead), keeps the
-faster, and measures the other again after holding the choice for a while (HOLD tokens, doubled each time
-the same side wins again, up to HOLD_MAX; at least FAR_HOLD times HOLD where the winner was FAR ahead),
-since acceptance follows the text.
-While drafts are held their rate is looked at every CHECK windows, and they pause as soon as it falls below
-the rate without them: a request whose text stops being predictable (an edit prompt after its verbatim
-start: 26% of first proposals kept, 978 tok/s at --spec 4 against 1,080-1,300 without drafts, H100,
-2026-12-05) no longer runs the rest of a long hold at the slower rate.
+So the guard measures: decode tokens per second of wall time with drafts (a span of DRAFT_SPAN windows)
+and without them (PLAIN_SPAN windows, chained; EARLY where drafts are FAR ahead), keeps the faster, and
+measures again after holding the choice for a while (HOLD tokens, doubled each time the same level wins
+again, up to HOLD_MAX; at least FAR_HOLD times HOLD where the winner was FAR ahead), since acceptance
+follows the text.
+Drafts run at a depth (the guard's `level`; 0: none) up to the plan's (`top`: --spec minus one). A shallower
+window costs less and needs fewer of its proposals kept to pay (H100, the default model: 1.03 ms at depth 1,
+1.38 at depth 3, 0.77 without drafts; prose keeps 36-44% of first proposals, which pays at depth 1 and not at
+3), so drafts that lose to none at their depth are tried at half of it before they pause. A held depth is
+measured after its hold against half of it, or twice it where its windows kept UP of their proposals on
+average (the text turned predictable), and depth 1 against none.
+While drafts are held their rate is looked at every CHECK windows, and they go to half their depth (or
+pause) as soon as it falls below the rate without them: a request whose text stops being predictable (an
+edit prompt after its verbatim start: 26% of first proposals kept, 978 tok/s at --spec 4 against
+1,080-1,300 without drafts, H100, 2026-12-05) no longer runs the rest of a long hold at the slower rate.
 Spans skip the SETTLE windows after a switch and count only windows in which every slot decodes. Rates
 depend on how many sequences share the windows: the guard keeps its state for each count and takes it up
 again when that count returns (the next request alone starts where the last one left off, without
@@ -49,6 +55,7 @@ FAR = 1.25               # a side this many times faster than the other holds at
 FAR_HOLD = 4             # trial of the slower side costs most when it is far behind, and it catches up least often
 CHECK = 32               # windows with drafts between two looks at their recent rate while drafts are held
 EARLY = 8                # a span without drafts ends after this many windows where drafts are FAR ahead of it so far
+UP = 0.5                 # drafts held at a depth whose windows kept this share of its proposals try twice the depth
 
 
 LOG = os.environ.get("STRATA_DRAFT_GUARD_LOG", "") == "1"     # each measurement to stderr (tests/gpu/run_guard.sh)
@@ -66,46 +73,63 @@ def guards(n_groups: int) -> bool:
 
 
 class DraftGuard:
-    def __init__(self, enabled: bool, clock=time.monotonic):
-        self.enabled, self.clock = enabled, clock
+    """Levels: 0 (no drafts) and the draft depths 1..top; `level` is the one the next window runs at."""
+
+    def __init__(self, enabled: bool, clock=time.monotonic, top: int = 1):
+        self.enabled, self.clock, self.top = enabled, clock, max(top, 1)
         self.paused_windows = 0            # windows run without drafts while drafts were on (monotonic)
         self._known: dict = {}             # n_active -> where the guard left that count (_start)
         self._n_active = None
         self._start(None)
 
+    @property
+    def drafting(self) -> bool:
+        return self.level > 0
+
     def _start(self, n_active) -> None:
         """Measure for n_active sequences: from where the guard left that count, else from scratch."""
         if self._n_active is not None:
-            self._known[self._n_active] = (self.drafting, self.rate, self.hold, self._last_best, self._trial,
-                                             self._held)
+            self._known[self._n_active] = (self.level, self.rate, self.hold, self._last_best, self._todo,
+                                           self._pair, self._held, self._cand)
         self._n_active = n_active
         if n_active in self._known:
-            self.drafting, self.rate, self.hold, self._last_best, self._trial, self._held = self._known[n_active]
-        else:       # a new count starts on the side the nearest known count holds (drafts in a fresh guard)
+            (self.level, self.rate, self.hold, self._last_best, self._todo, self._pair, self._held,
+             self._cand) = self._known[n_active]
+        else:       # a new count starts on the level the nearest known count holds (full depth in a fresh guard)
             near = min(self._known, key=lambda n: abs(n - n_active), default=None) if n_active else None
-            self.drafting = self._known[near][0] if near is not None else True
-            self.rate: dict[bool, float | None] = {True: None, False: None}
-            self.hold, self._last_best, self._trial, self._held = HOLD, None, True, 0
+            self.level, self._cand = (self._known[near][0], self._known[near][-1]) if near is not None else (
+                self.top, self.top)
+            self.rate: dict[int, float] = {}
+            self.hold, self._last_best, self._held = HOLD, None, 0
+            other = 0 if self.level else self._cand
+            self._todo, self._pair = [self.level, other], (min(self.level, other), max(self.level, other))
         self._settle, self._span, self._recent = SETTLE, None, None
 
-    def _switch(self, drafting: bool) -> None:
-        if drafting != self.drafting:
-            self.drafting, self._settle = drafting, SETTLE
+    def _switch(self, level: int) -> None:
+        if level != self.level:
+            self.level, self._settle = level, SETTLE
         self._span = None
+
+    def _try(self, level: int, pair: tuple[int, int]) -> None:
+        """A trial: measure `level`, then decide between the pair's two levels (the other's rate known)."""
+        self._todo, self._pair = [level], pair
+        self._switch(level)
 
     @property
     def note(self) -> str:
         """What the guard does, for telemetry: '' while it has nothing to say."""
-        if not self.enabled or self.rate[True] is None or self.rate[False] is None:
+        d = self.level or self._cand
+        if not self.enabled or d not in self.rate or 0 not in self.rate:
             return ""
         state = "on" if self.drafting else "paused"
-        return f"drafts {state}: {self.rate[True]:.0f} tok/s with them, {self.rate[False]:.0f} without"
+        depth = f" (depth {d} of {self.top})" if self.top > 1 else ""
+        return f"drafts {state}: {self.rate[d]:.0f} tok/s with them{depth}, {self.rate[0]:.0f} without"
 
     def _measured(self, span: list, now: float) -> None:
-        self.rate[self.drafting] = span[1] / max(now - span[0], 1e-9)
+        self.rate[self.level] = span[1] / max(now - span[0], 1e-9)
         if LOG:
-            print(f"draft guard: {self._n_active} active, {'drafts' if self.drafting else 'plain'} "
-                  f"{self.rate[self.drafting]:.0f} tok/s ({span[1]} tokens, {span[2]} windows, "
+            print(f"draft guard: {self._n_active} active, {f'depth {self.level}' if self.level else 'plain'} "
+                  f"{self.rate[self.level]:.0f} tok/s ({span[1]} tokens, {span[2]} windows, "
                   f"{(now - span[0]) * 1e3:.2f} ms)", file=sys.stderr)
 
     def committed(self, tokens: int, all_decoding: bool, n_active: int, drafts_on: bool = True) -> None:
@@ -139,41 +163,64 @@ class DraftGuard:
             s[1] += tokens
             s[2] += 1
         measured = span[2] >= (DRAFT_SPAN if self.drafting else PLAIN_SPAN) or self._far_behind(span, now)
-        if not self._trial:                        # holding the faster side (its tokens count across requests)
+        if not self._todo:                         # holding the fastest level (its tokens count across requests)
             self._held += tokens
             if self.drafting and recent[2] >= CHECK:     # drafts held: their last CHECK windows' rate
                 self._recent = [now, 0, 0]
-                if recent[1] / max(now - recent[0], 1e-9) < self.rate[False]:
-                    self._measured(recent, now)          # acceptance fell with the text: paused at once
+                if recent[1] / max(now - recent[0], 1e-9) < self.rate[0]:
+                    self._measured(recent, now)          # acceptance fell with the text: a lower depth at once
+                    self._pair = (0, self.level)
                     self._decide()
                     return
             if self._held < self.hold:
                 return
             if measured:
                 self._measured(span, now)
-            self._trial = True                     # held long enough: measure the other side again
-            self._switch(not self.drafting)
+            other = self._challenger(span)         # held long enough: measure another level again
+            self._try(other, (min(other, self.level), max(other, self.level)))
             return
         if not measured:
             return
         self._measured(span, now)
-        if self.rate[not self.drafting] is None:   # the first measurement: now the other side's
-            self._switch(not self.drafting)
+        self._todo.pop(0)
+        if self._todo:                             # the first measurement: now the other level's
+            self._switch(self._todo[0])
             return
         self._decide()
+
+    def _challenger(self, span: list) -> int:
+        """The level measured against the one held for a while (span: the hold's windows): without drafts,
+        the last depth that was held; with them, twice the depth where its windows kept UP of their proposals
+        on average (a deeper window may keep more), else half of it, and at depth 1 none. (The rate without
+        drafts follows the context and the machine but not the text, so it is measured again less often.)"""
+        d = self.level
+        if not d:
+            return self._cand
+        if d < self.top and span[1] >= span[2] * self._n_active * (1 + UP * d):
+            return min(2 * d, self.top)
+        return d // 2
 
     def _far_behind(self, span: list, now: float) -> bool:
         """A span without drafts that has run EARLY windows at a rate drafts are FAR ahead of: it ends there
         (counting model, 4 streams on two stages of an H100, 2026-12-06: drafts 3,598 tok/s, plain 1,620, and
         the PLAIN_SPAN windows of the first trial were 64% of a 128-token bench's windows)."""
-        return (not self.drafting and span[2] >= EARLY and self.rate[True] is not None
-                and span[1] / max(now - span[0], 1e-9) * FAR <= self.rate[True])
+        d = self._pair[1]
+        return (not self.drafting and span[2] >= EARLY and d in self.rate
+                and span[1] / max(now - span[0], 1e-9) * FAR <= self.rate[d])
 
     def _decide(self) -> None:
-        """Both rates known: hold the faster side (longer while the same side keeps winning)."""
-        best = self.rate[True] > self.rate[False]
+        """Both levels of the pair measured: hold the faster (longer while the same level keeps winning);
+        drafts that lose to none at all are tried again at half their depth before they pause."""
+        low, high = self._pair
+        if self.rate[high] <= self.rate[low] and low == 0 and high > 1:
+            self._cand = high // 2
+            self._try(self._cand, (0, self._cand))
+            return
+        best = high if self.rate[high] > self.rate[low] else low
         hold = self.hold * 2 if best == self._last_best else HOLD
-        lead = max(self.rate.values()) / max(min(self.rate.values()), 1e-9)
+        lead = max(self.rate[low], self.rate[high]) / max(min(self.rate[low], self.rate[high]), 1e-9)
         self.hold = min(max(hold, HOLD * FAR_HOLD) if lead >= FAR else hold, HOLD_MAX)
-        self._last_best, self._trial, self._held = best, False, 0
+        self._last_best, self._todo, self._held = best, [], 0
+        if best:
+            self._cand = best
         self._switch(best)

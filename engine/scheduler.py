@@ -81,7 +81,7 @@ class Scheduler:
         self.chunk = pipeline.tiles.chunk
         self.waiting: deque[Sequence] = deque()
         self.inflight: deque[InFlight] = deque()
-        self.guard = DraftGuard(guards(len(groups)))
+        self.guard = DraftGuard(guards(len(groups)), top=plan.depth(pipelined=False))
         self.window_log = WindowLog()
         self.chain_drafts = chains_drafts(pipeline, drafter, plan, conv_kernel)
         if self.guard.enabled and drafter is not None and drafter.ring is not None:   # paused windows' hidden
@@ -189,7 +189,7 @@ class Scheduler:
     def _depth(self) -> int:
         active_groups = {s.group for s in self.slots if s.seq is not None}
         pipelined = len(active_groups) > 1
-        return self.plan.depth(pipelined) if pipelined or self.guard.drafting else 0
+        return self.plan.depth(pipelined) if pipelined else min(self.plan.depth(False), self.guard.level)
 
     def _follows(self) -> bool:
         """Whether the drafter follows this window (drafts on and not paused by the guard)."""

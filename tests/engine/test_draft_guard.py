@@ -3,6 +3,8 @@ without them; first its policy on a clock of its own, then in a real engine (cha
 CPU stage, STRATA_CHAIN=1) whose clock makes a draft window cost what the GPU's does."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -44,9 +46,9 @@ def test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_late
     g, _ = guarded(draft=2.5e-3, plain=0.8e-3)       # 1.7 tokens a 2.5 ms window against 1 a 0.8 ms one
     first = feed(g, 1 + draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 1, 2)
     assert all(first) and not g.drafting               # the drafting span measured: now without
-    assert g.rate[True] == pytest.approx(2 / 2.5e-3)
+    assert g.rate[1] == pytest.approx(2 / 2.5e-3)
     feed(g, draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 1, 2)
-    assert g.rate[False] == pytest.approx(1 / 0.8e-3) and not g.drafting
+    assert g.rate[0] == pytest.approx(1 / 0.8e-3) and not g.drafting
     assert "paused: 800 tok/s with them, 1250 without" in g.note
     paused = g.paused_windows
     far = draft_guard.FAR_HOLD * draft_guard.HOLD            # 1,250 is FAR ahead of 800: held four times as long
@@ -65,7 +67,7 @@ def test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_late
 def test_drafts_that_pay_stay_on():
     g, _ = guarded(draft=1.2e-3, plain=0.8e-3)       # 2.4 tokens a 1.2 ms window: 2,000 tok/s against 1,250
     seen = feed(g, 200, 3)
-    assert g.drafting and g.rate[True] > g.rate[False] and g.note.startswith("drafts on")
+    assert g.drafting and g.rate[1] > g.rate[0] and g.note.startswith("drafts on")
     # without drafts only while measured: once at first, and only EARLY windows of it (2,000 tok/s is FAR ahead of
     # 1,250 from the first of them); so held four times as long
     assert seen.count(False) <= draft_guard.SETTLE + draft_guard.EARLY + 1
@@ -81,13 +83,74 @@ def test_held_drafts_pause_as_soon_as_their_recent_windows_fall_behind():
     against 1,250 without): they pause within CHECK windows, long before their hold would end."""
     g, _ = guarded(draft=1.2e-3, plain=0.8e-3)
     feed(g, 200, 3)
-    assert g.drafting and not g._trial and g.hold == draft_guard.FAR_HOLD * draft_guard.HOLD
+    assert g.drafting and not g._todo and g.hold == draft_guard.FAR_HOLD * draft_guard.HOLD
     g.committed(3, True, 1)
     seen = feed(g, 2 * draft_guard.CHECK, 1)
     # (within the CHECK block the fall lands in and the next one, long before the hold's 1,024 tokens)
     assert not g.drafting and seen.count(True) <= 2 * draft_guard.CHECK
-    assert g.rate[True] < g.rate[False] and g.note.startswith("drafts paused")
-    assert not g._trial and g._last_best is False          # plain windows held now, drafts tried again later
+    assert g.rate[1] < g.rate[0] and g.note.startswith("drafts paused")
+    assert not g._todo and g._last_best == 0          # plain windows held now, drafts tried again later
+
+
+class Depths:
+    """A window at depth d (0: no drafts) costs cost[d] seconds and gives tokens[d] tokens (a table the test
+    may change as the text would)."""
+
+    def __init__(self, cost: dict, tokens: dict):
+        self.t, self.cost, self.tokens, self.guard = 0.0, cost, tokens, None
+
+    def __call__(self) -> float:
+        self.t += self.cost[self.guard.level]
+        return self.t
+
+
+def depths_guarded(cost: dict, tokens: dict) -> tuple[DraftGuard, Depths]:
+    clock = Depths(cost, tokens)
+    g = DraftGuard(True, clock, top=max(cost))
+    clock.guard = g
+    return g, clock
+
+
+def run_levels(g: DraftGuard, clock: Depths, n: int) -> list[int]:
+    seen = []
+    for _ in range(n):
+        seen.append(g.level)
+        g.committed(clock.tokens[g.level], True, 1)
+    return seen
+
+
+# an H100's window costs on the default model (ms: no drafts, then depths 1-4; 2026-12-05's --spec 2-4 figures)
+COST = {0: 0.77e-3, 1: 1.03e-3, 2: 1.2e-3, 3: 1.38e-3, 4: 1.54e-3}
+
+
+def test_drafts_that_lose_at_full_depth_are_tried_shallower_and_the_depth_that_pays_is_held():
+    """Prose: 45% of proposals kept at each position. Depth 4 (1,156 tok/s) loses to none (1,299); half
+    of it (1,375) wins and is held; at the hold's end half of that again is measured, depth 1 (1,408) wins
+    and is held from then on; depth 3 is never run."""
+    g, clock = depths_guarded(COST, {0: 1, 1: 1.45, 2: 1.65, 3: 1.74, 4: 1.78})
+    seen = run_levels(g, clock, 2000)
+    assert seen[0] == 4 and 3 not in seen and set(g.rate) == {0, 1, 2, 4}
+    assert g.level == 1 and g.note.startswith("drafts on: 1408 tok/s with them (depth 1 of 4), 1299 without")
+    last = seen[len(seen) // 2:]
+    assert last.count(1) > 0.95 * len(last)           # held; measured against none now and then
+    assert set(last) <= {0, 1}
+
+
+def test_held_drafts_go_deeper_when_their_windows_keep_most_proposals():
+    """The text turns predictable while depth 1 is held (code: 76% kept, then 80% at each later position):
+    the hold's windows kept most of their proposals, so twice the depth is measured, wins, and so on up to
+    the plan's depth; a drop back to prose brings the depth down again within CHECK windows."""
+    prose = {0: 1, 1: 1.45, 2: 1.65, 3: 1.74, 4: 1.78}
+    code = {0: 1, 1: 1.76, 2: 2.37, 3: 2.86, 4: 3.25}
+    g, clock = depths_guarded(COST, prose)
+    run_levels(g, clock, 600)
+    assert g.level == 1
+    clock.tokens = code
+    seen = run_levels(g, clock, 3000)
+    assert 2 in seen and g.level == 4 and seen[-500:].count(4) > 450
+    clock.tokens = prose
+    seen = run_levels(g, clock, 2 * draft_guard.CHECK + draft_guard.SETTLE + draft_guard.DRAFT_SPAN + 1)
+    assert seen[-1] < 4 and g.level < 4
 
 
 def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements():
@@ -96,14 +159,14 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
     feed(g, 1, 1, all_decoding=False)                 # a prompt read beside: the span starts again
     assert g._span is None
     feed(g, draft_guard.DRAFT_SPAN - 2, 1)
-    assert g.rate[True] is None and g.drafting
+    assert 1 not in g.rate and g.drafting
     feed(g, 200, 1)
-    assert not g.drafting and g.rate[False] is not None
+    assert not g.drafting and 0 in g.rate
     one = dict(g.rate)
     feed(g, 1, 1, n_active=2)                          # two sequences share the windows: measured apart,
-    assert not g.drafting and g.rate == {True: None, False: None}       # starting paused like one
+    assert not g.drafting and g.rate == {}       # starting paused like one
     feed(g, 1 + draft_guard.SETTLE + draft_guard.PLAIN_SPAN, 1, n_active=2)
-    assert g.rate[False] is not None and g.rate[True] is None and g.drafting       # then drafts measured
+    assert 0 in g.rate and 1 not in g.rate and g.drafting       # then drafts measured
     feed(g, 1, 1, n_active=1)                          # alone again: where it left off, still paused
     assert not g.drafting and g.rate == one
     # the hold's tokens add up across requests (short ones, each with its prompt windows), so drafts are
@@ -131,9 +194,9 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     seen = []
 
     class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None):
+        def __init__(self, enabled, clock=None, top=1):
             c = Clock(3e-3, 1e-3)
-            super().__init__(enabled, c)
+            super().__init__(enabled, c, top)
             c.guard = self
             clocks.append(c)
 
@@ -175,18 +238,52 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     assert tel is not None and tel.drafts_paused_total >= 8
 
 
+def test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_tokens(synthetic, monkeypatch, tmp_path):
+    """A real engine at --spec 3 (depth 2) on chained windows, whose clock makes a depth-1 window pay and a
+    depth-2 one not: the windows run at depth 2, then none, then depth 1 and stay there, each with the rows
+    of its depth (the window log's), and the tokens are those decoded without drafts."""
+    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "HOLD", 12)
+
+    class Guard(DraftGuard):
+        def __init__(self, enabled, clock=None, top=1):
+            c = Depths({0: 1e-3, 1: 0.5e-3, 2: 3e-3}, {})
+            super().__init__(enabled, c, top)
+            c.guard = self
+    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    model = str(synthetic("llama", mtp=1))
+    reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=80))]
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+    with local_client(EngineConfig(model=model, parallel=1)) as eng:
+        plain = run_together(eng, reqs)["a"]
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
+    log = tmp_path / "windows.jsonl"
+    monkeypatch.setenv("STRATA_WINDOW_LOG", str(log))
+    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
+        got = run_together(eng, reqs)["a"]
+        tel = eng.latest_telemetry
+    assert got.tokens == plain.tokens
+    rows = [w["rows"] for w in map(json.loads, log.read_text().splitlines()) if not w["prompt"]]
+    first_plain = rows.index(1)
+    after = "".join(map(str, rows[first_plain:]))
+    assert set(rows[:first_plain]) == {3} and "3" not in after and "2" * 40 in after
+    assert "(depth 1 of 2)" in tel.draft_guard
+
+
 def _drafter_kv(monkeypatch, model: str, script, ring: bool):
     """Tokens and the drafter's keys at slot 0 after one request at --spec 3 on chained windows (the
     CPU stage forced to chain), the guard drafting in the windows where script(window) is true."""
     class Scripted(DraftGuard):
-        def __init__(self, enabled, clock=None):
-            super().__init__(enabled)
+        def __init__(self, enabled, clock=None, top=1):
+            super().__init__(enabled, top=top)
             self.n = 0
-            self.drafting = script(0)
+            self.level = self.top if script(0) else 0
 
         def committed(self, tokens, all_decoding, n_active, drafts_on=True):
             self.n += 1
-            self.drafting = script(self.n)
+            self.level = self.top if script(self.n) else 0
             if not self.drafting:
                 self.paused_windows += 1
     monkeypatch.setattr(scheduler, "DraftGuard", Scripted)
@@ -232,9 +329,9 @@ def test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_dra
     assert draft_guard.guards(1) and not draft_guard.guards(2)
 
     class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None):
+        def __init__(self, enabled, clock=None, top=1):
             c = Clock(3e-3, 1e-3)
-            super().__init__(enabled, c)
+            super().__init__(enabled, c, top)
             c.guard = self
     monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     followed = [0]

@@ -207,8 +207,8 @@ FAULTS = [
           ["tests/engine/test_draft_graph.py::test_whole_chains_propose_at_each_steps_position"]),
     # the draft guard keeping drafts that give fewer tokens a second than windows without them
     Fault("guard-keeps-slower-drafts", "engine/draft_guard.py",
-          "best = self.rate[True] > self.rate[False]",
-          "best = True",
+          "best = high if self.rate[high] > self.rate[low] else low",
+          "best = high",
           ["tests/engine/test_draft_guard.py::test_drafts_that_cost_more_than_they_give_are_paused_and_measured_again_later"]),
     # held drafts never looked at again until their hold ends
     Fault("guard-holds-drafts-blind", "engine/draft_guard.py",
@@ -216,9 +216,27 @@ FAULTS = [
           ["tests/engine/test_draft_guard.py::test_held_drafts_pause_as_soon_as_their_recent_windows_fall_behind"]),
     # a count of sequences the guard has not seen starting with drafts whatever the counts it has seen hold
     Fault("guard-new-count-drafts", "engine/draft_guard.py",
-          "self.drafting = self._known[near][0] if near is not None else True", "self.drafting = True",
+          "(self._known[near][0], self._known[near][-1]) if near is not None else (",
+          "(self.top, self.top) if near is not None else (",
           ["tests/engine/test_draft_guard.py::"
            "test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements"]),
+    # drafts that lose at their full depth paused without trying a shallower depth that pays
+    Fault("guard-no-shallower-depth", "engine/draft_guard.py",
+          "if self.rate[high] <= self.rate[low] and low == 0 and high > 1:",
+          "if self.rate[high] <= self.rate[low] and low == 0 and high > 99:",
+          ["tests/engine/test_draft_guard.py::"
+           "test_drafts_that_lose_at_full_depth_are_tried_shallower_and_the_depth_that_pays_is_held"]),
+    # held drafts never tried deeper when their windows keep most proposals
+    Fault("guard-never-deeper", "engine/draft_guard.py",
+          "if d < self.top and span[1] >= span[2] * self._n_active * (1 + UP * d):",
+          "if d < self.top and span[1] >= span[2] * self._n_active * (1 + d):",
+          ["tests/engine/test_draft_guard.py::test_held_drafts_go_deeper_when_their_windows_keep_most_proposals"]),
+    # the scheduler drafting at the plan's depth whatever depth the guard holds
+    Fault("guard-depth-ignored", "engine/scheduler.py",
+          "else min(self.plan.depth(False), self.guard.level)",
+          "else self.plan.depth(False) if self.guard.drafting else 0",
+          ["tests/engine/test_draft_guard.py::"
+           "test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_tokens"]),
     # the draft guard measuring a side far behind as often as a close one
     Fault("guard-far-side-soon", "engine/draft_guard.py",
           "if lead >= FAR else hold", "if lead >= 100 * FAR else hold",

@@ -7,6 +7,7 @@
 # or in one call on a synthetic model of the default model's shape with a random MTP layer (its drafts are
 # rejected, so the guard pauses them: what paused windows cost beside plain ones):
 #   SYNTH=1 bash tests/gpu/run_guard_windows.sh   carry [".wheels", ".whl/llama.gguf"]
+# EVERY (default code:4): kind:spec pairs run with drafts every window (STRATA_DRAFT_GUARD=0) at the end.
 # ROUNDS (default 2) interleaved rounds; KINDS the prompt kinds (default code and edit; code alone where
 # ROUNDS > 2, to keep a call inside its limit). Beside each bench a poller (tests/gpu/thread_cpus.py) prints
 # which CPUs its threads ran on ("threads: name@cpu{cpu:samples}=seconds", the busiest first).
@@ -73,6 +74,8 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 export STRATA_DRAFT_GUARD=0
-logged "code-every" "${PINS[0]}" --prompt-kind code --spec 4
+for ks in ${EVERY:-code:4}; do      # drafts every window at a fixed --spec, per kind:spec
+  logged "${ks%%:*}-every-${ks##*:}" "${PINS[0]}" --prompt-kind "${ks%%:*}" --spec "${ks##*:}"
+done
 tar czf "$OUT/windows.tgz" -C $WL . || true
 summary
