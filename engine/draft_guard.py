@@ -86,6 +86,11 @@ class DraftGuard:
     def drafting(self) -> bool:
         return self.level > 0
 
+    def depth(self, top: int) -> int:
+        """The depth a window drafts at where the plan's is top: the guard's level (0 while it pauses drafts),
+        or top where there is no guard."""
+        return min(top, self.level) if self.enabled else top
+
     def _start(self, n_active) -> None:
         """Measure for n_active sequences: from where the guard left that count, else from scratch."""
         if self._n_active is not None:
@@ -132,17 +137,20 @@ class DraftGuard:
                   f"{self.rate[self.level]:.0f} tok/s ({span[1]} tokens, {span[2]} windows, "
                   f"{(now - span[0]) * 1e3:.2f} ms)", file=sys.stderr)
 
-    def committed(self, tokens: int, all_decoding: bool, n_active: int, drafts_on: bool = True) -> None:
+    def committed(self, tokens: int, all_decoding: bool, n_active: int, depth: int = 1) -> None:
         """A window came back with `tokens` decode tokens; all_decoding: every slot in it decoded (none read
-        a prompt); n_active: the sequences in the slots now; drafts_on: the plan drafts (else nothing to do)."""
+        a prompt); n_active: the sequences in the slots now; depth: the plan's draft depth (0: no drafts,
+        nothing to do; a new one, as Configure sets, starts the guard afresh at it)."""
         if not self.enabled:
             return
-        if not drafts_on:
+        if not depth or depth != self.top:
             self._known.clear()
+            self.top = max(depth, 1)
             if self._n_active is not None:
                 self._n_active = None
                 self._start(None)
-            return
+            if not depth:
+                return
         if n_active != self._n_active:
             self._start(n_active)
             return

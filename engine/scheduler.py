@@ -189,7 +189,7 @@ class Scheduler:
     def _depth(self) -> int:
         active_groups = {s.group for s in self.slots if s.seq is not None}
         pipelined = len(active_groups) > 1
-        return self.plan.depth(pipelined) if pipelined else min(self.plan.depth(False), self.guard.level)
+        return self.plan.depth(pipelined) if pipelined else self.guard.depth(self.plan.depth(False))
 
     def _follows(self) -> bool:
         """Whether the drafter follows this window (drafts on and not paused by the guard)."""
@@ -398,7 +398,7 @@ class Scheduler:
         self.guard.committed(sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
                              all(sr.decoding and sr.n_base == 1 for sr in w.parts),    # (no prompt rows)
                              sum(s.seq is not None for s in self.slots),
-                             self.plan.depth(pipelined=False) > 0)
+                             self.plan.depth(pipelined=False))
         for sr, v in zip(w.parts, verdicts):
             s = self.slots[sr.slot]
             s.in_flight -= 1

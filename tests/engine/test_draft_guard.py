@@ -33,12 +33,12 @@ def guarded(draft: float, plain: float) -> tuple[DraftGuard, Clock]:
     return g, clock
 
 
-def feed(g: DraftGuard, n: int, tokens_drafting: int, all_decoding=True, n_active=1, drafts_on=True) -> list[bool]:
+def feed(g: DraftGuard, n: int, tokens_drafting: int, all_decoding=True, n_active=1, depth=1) -> list[bool]:
     """n windows; each gives tokens_drafting tokens while drafting, 1 while paused. Returns drafting per window."""
     seen = []
     for _ in range(n):
         seen.append(g.drafting)
-        g.committed(tokens_drafting if g.drafting else 1, all_decoding, n_active, drafts_on)
+        g.committed(tokens_drafting if g.drafting else 1, all_decoding, n_active, depth)
     return seen
 
 
@@ -115,7 +115,7 @@ def run_levels(g: DraftGuard, clock: Depths, n: int) -> list[int]:
     seen = []
     for _ in range(n):
         seen.append(g.level)
-        g.committed(clock.tokens[g.level], True, 1)
+        g.committed(clock.tokens[g.level], True, 1, max(clock.cost))
     return seen
 
 
@@ -153,6 +153,19 @@ def test_held_drafts_go_deeper_when_their_windows_keep_most_proposals():
     assert seen[-1] < 4 and g.level < 4
 
 
+def test_a_new_plan_depth_starts_the_guard_afresh_and_no_guard_keeps_the_plans_depth():
+    """Configure can change --spec on a loaded model: the guard's levels follow the plan's new depth from its
+    next window; a layout without a guard drafts at the plan's depth whatever it was built with."""
+    g, clock = depths_guarded(COST, {0: 1, 1: 1.45, 2: 1.65, 3: 1.74, 4: 1.78})
+    run_levels(g, clock, 600)
+    assert g.level == 1 and g.depth(4) == 1
+    g.committed(1, True, 1, 2)                      # --spec 3 now
+    assert g.top == 2 and g.level == 2 and g.rate == {} and g.depth(2) == 2
+    off = DraftGuard(False, top=1)
+    off.committed(1, True, 1, 3)
+    assert off.depth(3) == 3 and off.drafting
+
+
 def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own_measurements():
     g, _ = guarded(draft=2.5e-3, plain=0.8e-3)
     feed(g, 6, 1)
@@ -177,7 +190,7 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
         probes += feed(g, 20, 1)
     assert any(probes) and not all(probes)
     g2, _ = guarded(draft=2.5e-3, plain=0.8e-3)
-    feed(g2, 200, 1, drafts_on=False)                  # --spec 1: nothing to guard
+    feed(g2, 200, 1, depth=0)                  # --spec 1: nothing to guard
     assert g2.drafting and g2.paused_windows == 0 and g2.note == ""
 
 
@@ -200,9 +213,9 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
             c.guard = self
             clocks.append(c)
 
-        def committed(self, tokens, all_decoding, n_active, drafts_on=True):
+        def committed(self, tokens, all_decoding, n_active, depth=1):
             seen.append(all_decoding)
-            super().committed(tokens, all_decoding, n_active, drafts_on)
+            super().committed(tokens, all_decoding, n_active, depth)
     monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     chained, advanced = [0], [0]
     real_chain, real_advance = scheduler.Scheduler._launch_chained, drafts.MtpDrafter.advance
@@ -281,7 +294,7 @@ def _drafter_kv(monkeypatch, model: str, script, ring: bool):
             self.n = 0
             self.level = self.top if script(0) else 0
 
-        def committed(self, tokens, all_decoding, n_active, drafts_on=True):
+        def committed(self, tokens, all_decoding, n_active, depth=1):
             self.n += 1
             self.level = self.top if script(self.n) else 0
             if not self.drafting:

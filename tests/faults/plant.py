@@ -236,9 +236,9 @@ FAULTS = [
           "if d < self.top and span[1] >= span[2] * self._n_active * (1 + d):",
           ["tests/engine/test_draft_guard.py::test_held_drafts_go_deeper_when_their_windows_keep_most_proposals"]),
     # the scheduler drafting at the plan's depth whatever depth the guard holds
-    Fault("guard-depth-ignored", "engine/scheduler.py",
-          "else min(self.plan.depth(False), self.guard.level)",
-          "else self.plan.depth(False) if self.guard.drafting else 0",
+    Fault("guard-depth-ignored", "engine/draft_guard.py",
+          "return min(top, self.level) if self.enabled else top",
+          "return (top if self.level else 0) if self.enabled else top",
           ["tests/engine/test_draft_guard.py::"
            "test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_tokens"]),
     # the draft guard measuring a side far behind as often as a close one
