@@ -59,8 +59,6 @@ from engine.kernels import pdl
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy
-    _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 except ImportError:                                   # a triton without Gluon: the int8 kernel serves Q4_K
     gluon = None
 
@@ -78,10 +76,6 @@ WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
 # one row from memory, 1 / 2 ahead: qkv 8.5 / 7.7 us, gate 14336x4096 15.6 / 13.1, down 15.4 / 13.3, but
 # gate|up 28672x4096 23.5 / 24.6: more registers, fewer programs resident)
 AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
-# 9-16-row tiles: each warp's weights copied to shared memory (cp.async) this many super-blocks ahead of the one
-# it multiplies, so they hold no registers while in flight (0: loaded ahead into registers): STRATA_Q4K_STAGES
-STAGES = int(os.environ.get("STRATA_Q4K_STAGES", "0"))
-MAXNREG = int(os.environ.get("STRATA_Q4K_MAXNREG", "0"))      # (for measuring: registers a thread in 9-16-row tiles)
 
 
 def available(device) -> bool:
@@ -175,46 +169,6 @@ fma.rn.f32 $3, n1, $15, $3;
                 gl.load(sp + sb * 4), gl.load(sp + sb * 4 + 32 * SB), gl.load(dp + sb * 2).to(gl.float32))
 
     @gluon.jit
-    def _stage_in(cbuf, sbuf, st, cp, sp, sb, SB):
-        """Copy the weights' codes and sub words of each warp's sb-th super-block into stage st of shared
-        memory (cbuf: 4 buffers a stage, sbuf: 2), each lane its own 16-byte words, without waiting
-        (cp.async; one commit group)."""
-        o = sb * 512
-        _cp_async(cbuf.index(4 * st), cp + o)
-        _cp_async(cbuf.index(4 * st + 1), cp + o + 128)
-        _cp_async(cbuf.index(4 * st + 2), cp + o + 256)
-        _cp_async(cbuf.index(4 * st + 3), cp + o + 384)
-        _cp_async(sbuf.index(2 * st), sp + sb * 4)
-        _cp_async(sbuf.index(2 * st + 1), sp + sb * 4 + 32 * SB)
-        async_copy.commit_group()
-
-    @gluon.jit
-    def _staged_sweep(cbuf, sbuf, cp, sp, dp, SB, SPW, xp, xsp, yp, ysp, KS, zero, L: gl.constexpr,
-                      STAGES: gl.constexpr):
-        """Both passes of 8 x rows over the warp's super-blocks, the weights through shared memory (the first
-        STAGES - 1 super-blocks copied in before the wait for the kernel before); a stage is copied into
-        again after its values were multiplied."""
-        acc = zero
-        acc8 = zero
-        dm = gl.load(dp).to(gl.float32)
-        for i in range(SPW):
-            st = i % STAGES
-            ndm = gl.load(dp + gl.minimum(i + 1, SPW - 1) * 2).to(gl.float32)
-            async_copy.wait_group(STAGES - 2)
-            c0 = cbuf.index(4 * st).load(L)
-            c1 = cbuf.index(4 * st + 1).load(L)
-            c2 = cbuf.index(4 * st + 2).load(L)
-            c3 = cbuf.index(4 * st + 3).load(L)
-            sg = sbuf.index(2 * st).load(L)
-            sg8 = sbuf.index(2 * st + 1).load(L)
-            acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
-            acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
-            _stage_in(cbuf, sbuf, (i + STAGES - 1) % STAGES, cp, sp, gl.minimum(i + STAGES - 1, SPW - 1), SB)
-            dm = ndm
-        async_copy.wait_group(0)
-        return acc, acc8
-
-    @gluon.jit
     def _step(acc, c0, c1, c2, c3, sg, sg8, dm, xq, xsq, KS, ONE: gl.constexpr):
         """acc + one super-block of each 16-row group times one pass of 8 x rows (its int8 words at xq,
         its (d, s) at xsq): the x fragments are loaded once for all the warp's groups."""
@@ -250,7 +204,7 @@ fma.rn.f32 $3, n1, $15, $3;
     @gluon.jit
     def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
                     W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, AHEAD: gl.constexpr,
-                    PDL: gl.constexpr, PF: gl.constexpr, STAGES: gl.constexpr = 0):
+                    PDL: gl.constexpr, PF: gl.constexpr):
         # a program: TM groups of 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW) of each,
         # its sum added to the other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp,
         # one row of 4 words per group.
@@ -274,12 +228,6 @@ fma.rn.f32 $3, n1, $15, $3;
         c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
         if AHEAD == 2:                                 # (and the second's, where a pass keeps two ahead)
             p0, p1, p2, p3, psg, psg8, pdm = _weights(cp, sp, dp, gl.minimum(1, SPW - 1), SB)
-        if TWO and STAGES > 0:                         # 9-16 rows: the first STAGES - 1 through shared memory
-            SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [3, 1, 2, 0])     # (a buffer: lanes 16 bytes apart)
-            cbuf = gl.allocate_shared_memory(gl.int32, [4 * STAGES, W, 32, TM, 4], SL)
-            sbuf = gl.allocate_shared_memory(gl.int32, [2 * STAGES, W, 32, TM, 4], SL)
-            for st in gl.static_range(STAGES - 1):
-                _stage_in(cbuf, sbuf, st, cp, sp, gl.minimum(st, SPW - 1), SB)
         if PDL:                                        # and the next PF of each warp into L2 (lane: a line)
             if PF > 0:
                 line = codes + (grp * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
@@ -291,21 +239,16 @@ fma.rn.f32 $3, n1, $15, $3;
         if TWO and M > 8:                              # 9-16 rows: both passes in one sweep of the weights
             xp, xsp = _x_ptrs(q, ds, 0, g, c, xe, e, sb0, KW, KS, False)
             yp, ysp = _x_ptrs(q, ds, 8, g, c, xe, e, sb0, KW, KS, False)
-            if STAGES > 0:
-                acc, acc8 = _staged_sweep(cbuf, sbuf, cp, sp, dp, SB, SPW, xp, xsp, yp, ysp, KS, zero, L, STAGES)
-            else:
-                acc = zero
-                acc8 = zero
-                for i in range(SPW):
-                    n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
-                    acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
-                    acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
-                    c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
+            acc = zero
+            acc8 = zero
+            for i in range(SPW):
+                n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
+                acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
+                acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
+                c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
             _store(out, acc, ng, 0, M, stride_om, L, TM)
             _store(out, acc8, ng, 8, M, stride_om, L, TM)
         else:
-            if TWO and STAGES > 0:                     # (8 rows or fewer: the copies in are not read)
-                async_copy.wait_group(0)
             for r0 in range(0, M, 8):
                 xp, xsp = _x_ptrs(q, ds, r0, g, c, xe, e, sb0, KW, KS, ONE)
                 acc = zero
@@ -390,6 +333,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part,
         w.n, w.k, w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
-        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, STAGES=STAGES if t > 8 else 0, num_warps=nw,
-        enable_fp_fusion=False, **({"maxnreg": MAXNREG} if MAXNREG and t > 8 else {}), **pdl.launch(x.device))
+        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, num_warps=nw,
+        enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1
