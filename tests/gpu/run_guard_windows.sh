@@ -7,6 +7,7 @@
 # or in one call on a synthetic model of the default model's shape with a random MTP layer (its drafts are
 # rejected, so the guard pauses them: what paused windows cost beside plain ones):
 #   SYNTH=1 bash tests/gpu/run_guard_windows.sh   carry [".wheels", ".whl/llama.gguf"]
+# STREAMS (default 1): streams (and slots) a bench runs.
 # EVERY (default code:4): kind:spec pairs run with drafts every window (STRATA_DRAFT_GUARD=0) at the end.
 # ROUNDS (default 2) interleaved rounds; KINDS the prompt kinds (default code and edit; code alone where
 # ROUNDS > 2, to keep a call inside its limit). Beside each bench a poller (tests/gpu/thread_cpus.py) prints
@@ -33,7 +34,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader
   lscpu 2>/dev/null | grep -i "^model name\|^socket\|^numa node\|mhz" || true
   nvidia-smi topo -m 2>/dev/null | head -n 3 || true; } || true
 export STRATA_DRAFT_GUARD_LOG=1
-G="timeout 120 $S bench --model $MD --devices cuda:0 --streams 1 --max-tokens ${MAXTOK:-512} --ctx 2048"
+G="timeout 120 $S bench --model $MD --devices cuda:0 --streams ${STREAMS:-1} --parallel ${STREAMS:-1} --max-tokens ${MAXTOK:-512} --ctx 2048"
 WL=/tmp/wlog; rm -rf $WL; mkdir -p $WL
 placed() {   # placed NAME cmd...: cmd in the background, its threads' CPUs polled beside it; cmd's status
   local name=$1 rc=0 pid poll; shift
