@@ -49,7 +49,7 @@ import time
 DRAFT_SPAN = 8           # windows a measurement with drafts spans
 PLAIN_SPAN = 32          # and without (chained windows are shorter)
 SETTLE = 2               # windows after a switch left out of the measurement
-HOLD = 256               # tokens the faster side runs before the other is measured again...
+HOLD = 256               # tokens a sequence gets from the faster level before another is measured again...
 HOLD_MAX = 8192          # ...doubled while the same side keeps winning
 FAR = 1.25               # a side this many times faster than the other holds at least FAR_HOLD * HOLD tokens: a
 FAR_HOLD = 4             # trial of the slower side costs most when it is far behind, and it catches up least often
@@ -172,7 +172,7 @@ class DraftGuard:
             s[2] += 1
         measured = span[2] >= (DRAFT_SPAN if self.drafting else PLAIN_SPAN) or self._far_behind(span, now)
         if not self._todo:                         # holding the fastest level (its tokens count across requests)
-            self._held += tokens
+            self._held += tokens / n_active     # (a sequence's: the trials' share of windows the same at any count)
             if self.drafting and recent[2] >= CHECK:     # drafts held: their last CHECK windows' rate
                 self._recent = [now, 0, 0]
                 if recent[1] / max(now - recent[0], 1e-9) < self.rate[0]:

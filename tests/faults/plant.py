@@ -224,6 +224,10 @@ FAULTS = [
     Fault("model-objects-collected", "engine/core.py",
           "        gc.collect()\n        gc.freeze()\n", "        gc.collect()\n",
           ["tests/engine/test_collector.py::test_a_loaded_model_is_left_out_of_full_collections_until_it_is_unloaded"]),
+    # a hold counted in the tokens of all sequences together: four streams measure drafts four times as often
+    Fault("guard-hold-all-sequences", "engine/draft_guard.py",
+          "self._held += tokens / n_active", "self._held += tokens",
+          ["tests/engine/test_draft_guard.py::test_a_hold_is_counted_in_each_sequences_tokens"]),
     # drafts that lose at their full depth paused without trying a shallower depth that pays
     Fault("guard-no-shallower-depth", "engine/draft_guard.py",
           "if self.rate[high] <= self.rate[low] and low == 0 and high > 1:",
