@@ -210,6 +210,21 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
     assert g2.drafting and g2.paused_windows == 0 and g2.note == ""
 
 
+def _plain_then_guarded(monkeypatch, model: str, reqs, before_guarded):
+    """The requests decoded without drafts, then (after before_guarded()) at --spec 3 under the guard, windows
+    chained on the CPU stage (STRATA_CHAIN=1): (the plain result, the guarded result, its engine's guard)."""
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
+    with local_client(EngineConfig(model=model, parallel=1)) as eng:
+        plain = run_together(eng, reqs)["a"]
+    before_guarded()
+    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
+    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
+        got = run_together(eng, reqs)["a"]
+        guard = eng.transport.core.scheduler.guard
+    return plain, got, guard
+
+
 def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens(
         synthetic, monkeypatch):
     """A random MTP layer (nearly every proposal rejected) whose windows cost three times a plain one: the
@@ -247,15 +262,8 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     monkeypatch.setattr(drafts.MtpDrafter, "advance", advance)
     model = str(synthetic("llama", mtp=1))
     reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=60))]
-    monkeypatch.setenv("STRATA_CHAIN", "1")
-    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
-    with local_client(EngineConfig(model=model, parallel=1)) as eng:
-        plain = run_together(eng, reqs)["a"]
-    chained[0] = advanced[0] = 0
-    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
-    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
-        got = run_together(eng, reqs)["a"]
-        paused = eng.transport.core.scheduler.guard.paused_windows     # (telemetry may lag)
+    plain, got, guard = _plain_then_guarded(monkeypatch, model, reqs, lambda: (chained.__setitem__(0, 0),
+                                                                              advanced.__setitem__(0, 0)))
     assert got.tokens == plain.tokens
     # the window that reads the prompt (and picks the first token) is not a decode window to the guard: it
     # restarts the span, so neither the prompt nor the idle time before a request counts as the drafts' (H200,
@@ -264,7 +272,7 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     assert chained[0] >= 8                       # paused windows chain
     assert 0 < got.done.drafts_offered < 2 * 60  # drafts ran in the measured spans only
     assert advanced[0] < got.done.windows        # and the drafter skipped the paused windows
-    assert paused >= 8
+    assert guard.paused_windows >= 8             # (the guard's own count: telemetry may lag)
 
 
 def test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_tokens(synthetic, monkeypatch, tmp_path):
@@ -283,22 +291,15 @@ def test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_token
     monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     model = str(synthetic("llama", mtp=1))
     reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=80))]
-    monkeypatch.setenv("STRATA_CHAIN", "1")
-    monkeypatch.setenv("STRATA_DRAFT_GUARD", "0")
-    with local_client(EngineConfig(model=model, parallel=1)) as eng:
-        plain = run_together(eng, reqs)["a"]
-    monkeypatch.setenv("STRATA_DRAFT_GUARD", "1")
     log = tmp_path / "windows.jsonl"
-    monkeypatch.setenv("STRATA_WINDOW_LOG", str(log))
-    with local_client(EngineConfig(model=model, parallel=1, spec=3)) as eng:
-        got = run_together(eng, reqs)["a"]
-        note = eng.transport.core.scheduler.guard.note
+    plain, got, guard = _plain_then_guarded(monkeypatch, model, reqs,
+                                            lambda: monkeypatch.setenv("STRATA_WINDOW_LOG", str(log)))
     assert got.tokens == plain.tokens
     rows = [w["rows"] for w in map(json.loads, log.read_text().splitlines()) if not w["prompt"]]
     first_plain = rows.index(1)
     after = "".join(map(str, rows[first_plain:]))
     assert set(rows[:first_plain]) == {3} and "3" not in after and "2" * 40 in after
-    assert "(depth 1 of 2)" in note
+    assert "(depth 1 of 2)" in guard.note
 
 
 def _drafter_kv(monkeypatch, model: str, script, ring: bool):
