@@ -107,7 +107,8 @@ class DraftGuard:
             self.rate: dict[int, float] = {}
             self.hold, self._last_best, self._held = HOLD, None, 0
             other = 0 if self.level else self._cand
-            self._todo, self._pair = [self.level, other], (min(self.level, other), max(self.level, other))
+            self._try(self.level, other)
+            self._todo.append(other)                 # (its rate not known either: measured next)
         self._settle, self._span, self._recent = SETTLE, None, None
 
     def _switch(self, level: int) -> None:
@@ -115,9 +116,9 @@ class DraftGuard:
             self.level, self._settle = level, SETTLE
         self._span = None
 
-    def _try(self, level: int, pair: tuple[int, int]) -> None:
-        """A trial: measure `level`, then decide between the pair's two levels (the other's rate known)."""
-        self._todo, self._pair = [level], pair
+    def _try(self, level: int, against: int) -> None:
+        """A trial: measure `level`, then decide between it and `against` (whose rate is known)."""
+        self._todo, self._pair = [level], (min(level, against), max(level, against))
         self._switch(level)
 
     @property
@@ -184,8 +185,7 @@ class DraftGuard:
                 return
             if measured:
                 self._measured(span, now)
-            other = self._challenger(span)         # held long enough: measure another level again
-            self._try(other, (min(other, self.level), max(other, self.level)))
+            self._try(self._challenger(span), self.level)     # held long enough: measure another level again
             return
         if not measured:
             return
@@ -222,7 +222,7 @@ class DraftGuard:
         low, high = self._pair
         if self.rate[high] <= self.rate[low] and low == 0 and high > 1:
             self._cand = high // 2
-            self._try(self._cand, (0, self._cand))
+            self._try(self._cand, 0)
             return
         best = high if self.rate[high] > self.rate[low] else low
         hold = self.hold * 2 if best == self._last_best else HOLD

@@ -15,7 +15,7 @@ from engine import cpu_gemm, group_choice, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
 from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_config
 from engine.draft_chain import chains_drafts
-from engine.draft_guard import guard_mode, guards
+from engine.draft_guard import guards
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
 from engine.errors import ConfigError, ModelFileError
 from engine.gguf_file import GGUFFile, read_gguf
@@ -323,8 +323,8 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
             s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
     if drafter is not None and plan.follows and stages[-1].use_graph:
         depths = {plan.depth(pipelined=False), plan.depth(pipelined=True)}
-        if guard_mode() != "0":        # the guard may draft a lone group at any depth up to the plan's
-            depths |= set(range(1, plan.depth(pipelined=False)))
+        if guards(len(groups.groups)) or _chooses_groups(config, plan, groups.groups, devices):
+            depths |= set(range(1, plan.depth(pipelined=False)))    # a lone group's guard may draft at any depth
         drafter.capture(pipeline.tiles, depths)
         if chains_drafts(pipeline, drafter, plan, cfg.ssm_conv):
             drafter.capture_windows(pipeline.tiles, depths, config.parallel)
