@@ -20,6 +20,7 @@ from app import bench_prompts
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
+from engine.errors import EngineError
 from engine.group_choice import FILLER
 from engine.messages import AddRequest, SamplingParams, Telemetry, TokenDelta
 
@@ -86,6 +87,10 @@ def run_level(eng, n: int, args, tag: str) -> dict:
     wall = time.monotonic() - t0
     by_pos = _accepted_by_pos(eng, base)
     dones = [o.done for o in out.values()]
+    for d in dones:             # a figure from a request that failed part way is no figure
+        if d.finish_reason == "error":
+            raise EngineError(f"request {d.request_id} ended in an error after {d.completion_tokens} of "
+                              f"{args.max_tokens} tokens: {d.error}")
     gen = sum(d.completion_tokens for d in dones)
     decode_rates = [(d.completion_tokens - 1) / d.decode_s for d in dones if d.decode_s > 0]
     first, last = (tel[0], tel[-1]) if len(tel) >= 2 else (None, None)

@@ -90,7 +90,9 @@ class DraftStep:
         slots = [s for s, m in zip(self.slots, self.lens) for _ in range(m)]
         if self.slots_dev is None:
             self.slots_dev = on_device(slots, dev)
-        win = self.drafter.window(self.lens)
+        # a DraftWindow chains width - 1 proposals: only where every slot's rows are this step's depth + 1 (the
+        # first window after the guard went deeper carries the fewer proposals of the depth before)
+        win = self.drafter.window(self.lens) if all(m == self.depth + 1 for m in self.lens) else None
         with torch.inference_mode():
             if win is not None:
                 if self.gaps:

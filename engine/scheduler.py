@@ -13,7 +13,9 @@ sequence's end, never read). Up to CHAIN_DEPTH windows are chained beyond the ol
 from __future__ import annotations
 
 import os
+import sys
 import time
+import traceback
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -431,6 +433,8 @@ class Scheduler:
         return seq.tokens[:n]
 
     def _fail(self, w: InFlight, error: Exception) -> None:
+        """A window failed: its requests end with the reason (and the worker's log gets the traceback)."""
+        traceback.print_exception(error, file=sys.stderr)
         for sr in w.parts:
             s = self.slots[sr.slot]
             s.in_flight = max(0, s.in_flight - 1)

@@ -88,3 +88,23 @@ def test_window_costs_wait_for_no_request(synthetic):
         text, done = h.result(timeout=120)
         assert done.finish_reason == "length" and done.completion_tokens == 3000
         assert len(eng.measure_windows([2]).trunk_ms) == 1
+
+
+def test_a_request_that_fails_part_way_fails_the_bench(capsys, synthetic, monkeypatch):
+    """A window that fails ends its request in an error: the bench says so and exits non-zero instead of
+    printing a rate over the tokens it got (2026-12-06: guarded GPU benches had measured requests that
+    ended after 310-335 of 512 tokens and printed their rates)."""
+    from engine import scheduler
+    real, calls = scheduler.Scheduler._finish, [0]
+
+    def failing(self, *a, **k):
+        calls[0] += 1
+        if calls[0] == 30:
+            raise RuntimeError("a planted window failure")
+        return real(self, *a, **k)
+    monkeypatch.setattr(scheduler.Scheduler, "_finish", failing)
+    rc = main(["bench", "--model", str(synthetic("llama")), "--streams", "1", "--max-tokens", "40",
+               "--prompt-tokens", "20"])
+    err = capsys.readouterr().err
+    assert rc == 1 and calls[0] >= 30
+    assert "ended in an error after" in err and "of 40 tokens: RuntimeError: a planted window failure" in err

@@ -11,7 +11,7 @@ import torch
 
 from app.local_engine import local_client
 from app.run_requests import run_together
-from engine import scheduler
+from engine import draft_guard, scheduler
 from engine.messages import AddRequest, EngineConfig, SamplingParams
 
 
@@ -98,6 +98,39 @@ def test_a_chained_draft_window_ends_where_the_context_does(counting, monkeypatc
     assert chained_drafts[0] >= 5
     same(got, base, reqs)
     assert got["a"].done.finish_reason == "length"
+
+
+def test_draft_windows_chain_at_the_depth_the_guard_moves_to(counting, monkeypatch, chained_drafts):
+    """The draft guard changes the depth between windows (1 -> 2 -> 3 -> 1 here, as its climb and its
+    halving do): the first window at a deeper depth carries the fewer proposals of the one before, and the
+    windows chained on it run at its depth (before 2026-12-06 the DraftWindow captured for its rows chained
+    at the shallower depth, and the next window failed: guarded GPU requests ended in an error after
+    310-335 of 512 tokens). Every token is the one decoded without drafts, to max_tokens."""
+    levels = [1] * 6 + [2] * 6 + [3] * 6 + [1] * 6 + [3] * 100
+
+    class Scripted(draft_guard.DraftGuard):
+        def __init__(self, enabled, clock=None, top=1):
+            super().__init__(enabled, top=top)
+            self.n = 0
+            self.level = levels[0]
+
+        def committed(self, tokens, all_decoding, n_active, depth=1):
+            self.n += 1
+            self.level = levels[min(self.n, len(levels) - 1)]
+    monkeypatch.setattr(scheduler, "DraftGuard", Scripted)
+    monkeypatch.setenv("STRATA_CHAIN", "1")
+    monkeypatch.setenv("STRATA_CHAIN_DRAFTS", "1")
+    model = str(counting("llama"))
+    reqs = [req("a", "the first request", n=60)]
+    out = {}
+    for spec, guard in ((1, "0"), (4, "1")):
+        monkeypatch.setenv("STRATA_DRAFT_GUARD", guard)
+        with local_client(EngineConfig(model=model, parallel=1, spec=spec, devices=DEVICES)) as eng:
+            out[spec] = run_together(eng, reqs)["a"]
+    assert chained_drafts[0] >= 10
+    got = out[4]
+    assert got.done.error == "" and got.done.finish_reason == "length" and got.done.completion_tokens == 60
+    assert got.tokens == out[1].tokens
 
 
 def test_abort_amid_chained_draft_windows_frees_the_slot(synthetic, monkeypatch, chained_drafts):
