@@ -30,7 +30,10 @@ GAP_MAX = 512              # the most recent positions a slot catches up on afte
 
 def ring_rows(ctx: int, n_slots: int, n_embd: int) -> int:
     """Positions per slot the drafter's ring keeps (MtpDrafter.keep_ring): the context, or fewer where
-    (n_slots + 1) slots of float32 hidden states would pass RING_BYTES; 0 (no ring) below 64."""
+    (n_slots + 1) slots of float32 hidden states would pass RING_BYTES; 0 (no ring) below 64, or with
+    STRATA_DRAFT_RING=0 (for measuring what keeping it costs a paused window: tests/gpu/run_guard_windows.sh)."""
+    if os.environ.get("STRATA_DRAFT_RING", "1") == "0":
+        return 0
     n = min(ctx, RING_BYTES // ((n_slots + 1) * n_embd * 4))
     return n if n >= 64 else 0
 

@@ -263,8 +263,9 @@ class Scheduler:
         return out or None
 
     def _keep(self, rows: Rows, parts: list[SlotRows]) -> None:
-        """A window the drafter does not follow: its decode rows' hidden states go to the drafter's ring."""
-        if self.drafter is None or self.drafter.ring is None:
+        """A window the drafter does not follow: its decode rows' hidden states go to the drafter's ring,
+        where drafts may come back before GAP_MAX more positions (a catch-up reads no older ones)."""
+        if self.drafter is None or self.drafter.ring is None or not self.guard.keeps(GAP_MAX):
             return
         keep = [(sr.start, sr.slot, sr.first_pos + j) for sr in parts if sr.decoding for j in range(sr.n_rows)]
         if keep:

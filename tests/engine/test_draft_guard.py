@@ -367,6 +367,39 @@ def _drafter_kv(monkeypatch, model: str, script, ring: bool):
     return got, k
 
 
+def test_paused_windows_keep_their_hidden_states_only_near_the_next_trial(synthetic, monkeypatch):
+    """Drafts held paused for a long while: the paused windows put their rows into the drafter's ring only
+    while the guard measures (drafts come back right after) and within GAP_MAX tokens of the hold's end
+    (a catch-up reads no older positions), not through the whole hold; the tokens are the same."""
+    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "HOLD", 20)         # FAR behind: held 80 tokens
+    monkeypatch.setattr(scheduler, "GAP_MAX", 16)
+
+    class Guard(DraftGuard):
+        def __init__(self, enabled, clock=None, top=1):
+            c = Clock(3e-3, 1e-3)
+            super().__init__(enabled, c, top)
+            c.guard = self
+    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    kept = []
+    real = drafts.MtpDrafter.remember
+
+    def remember(self, hidden, slots, pos):
+        kept.extend(pos)
+        return real(self, hidden, slots, pos)
+    monkeypatch.setattr(drafts.MtpDrafter, "remember", remember)
+    model = str(synthetic("llama", mtp=1))
+    reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=90))]
+    plain, got, guard = _plain_then_guarded(monkeypatch, model, reqs, kept.clear)
+    assert got.tokens == plain.tokens
+    n0 = got.done.prompt_tokens
+    measuring = draft_guard.SETTLE + draft_guard.PLAIN_SPAN + 2
+    assert guard.paused_windows >= 80 and 0 < len(kept) <= measuring + 16 + 2
+    hold = [p for p in kept if p > n0 + 40]          # inside the hold: only its last GAP_MAX positions
+    assert hold and min(hold) >= n0 + 80 - 16 - 2
+
+
 def test_drafts_resumed_after_a_pause_first_catch_the_drafter_up_on_the_paused_positions(synthetic, monkeypatch):
     """Windows the guard pauses chain without the drafter; their hidden states wait in the drafter's ring,
     and the first window with drafts again runs the drafter over them first: its keys at the paused

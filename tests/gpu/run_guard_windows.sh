@@ -7,7 +7,8 @@
 # or in one call on a synthetic model of the default model's shape with a random MTP layer (its drafts are
 # rejected, so the guard pauses them: what paused windows cost beside plain ones):
 #   SYNTH=1 bash tests/gpu/run_guard_windows.sh   carry [".wheels", ".whl/llama.gguf"]
-# STREAMS (default 1): streams (and slots) a bench runs.
+# STREAMS (default 1): streams (and slots) a bench runs. NORING=1: a third bench per kind and round, guarded
+# without the drafter's ring of paused positions (STRATA_DRAFT_RING=0: what keeping it costs a paused window).
 # EVERY (default code:4): kind:spec pairs run with drafts every window (STRATA_DRAFT_GUARD=0) at the end.
 # ROUNDS (default 2) interleaved rounds; KINDS the prompt kinds (default code and edit; code alone where
 # ROUNDS > 2, to keep a call inside its limit). Beside each bench a poller (tests/gpu/thread_cpus.py) prints
@@ -71,6 +72,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for kind in $KINDS; do
       logged "$kind-plain$tag-$round" "$pin" --prompt-kind $kind
       logged "$kind-guard$tag-$round" "$pin" --prompt-kind $kind --spec 4
+      [ -z "${NORING:-}" ] || STRATA_DRAFT_RING=0 logged "$kind-noring$tag-$round" "$pin" --prompt-kind $kind --spec 4
     done
   done
 done
