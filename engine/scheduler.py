@@ -273,7 +273,9 @@ class Scheduler:
             for sl, p in zip(slots, pos):
                 ring = self.slots[sl].kept_at
                 ring[p % len(ring)] = p
-            rows.keep = lambda hidden: self.drafter.remember(rows_at(hidden, idx), slots, pos)
+            last = self.pipeline.stages[-1]
+            if not all(last.fills_ring(size) for _, size, _ in rows.bounds):     # (its graphs do it on a GPU)
+                rows.keep = lambda hidden: self.drafter.remember(rows_at(hidden, idx), slots, pos)
 
     def _chains(self, depth: int) -> bool:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""

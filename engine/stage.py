@@ -59,6 +59,10 @@ class Stage:
         self.head_threads = 0
         self._decode_layers = False                     # engine.cpu_layers.DecodeLayers, None, or not made yet
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
+        # (ring [(n_slots + 1) * R, d], R): the MTP drafter's ring of paused positions, which the last stage's
+        # decode graphs fill with each row's hidden state (MtpDrafter.keep_ring); set before capture
+        self.ring: tuple[torch.Tensor, int] | None = None
+        self._ring_tiles: set[int] = set()               # tile sizes whose graphs fill it
         self._graphed: dict[int, bool] = {}
 
     @property
@@ -104,17 +108,28 @@ class Stage:
         """Capture the graph of an n-row tile now (the loader does this for every tile size, one stage
         at a time, before any stage thread runs). with_logits: on the last stage, the graph also runs
         the head on the tile's real rows (decode tiles: one replay gives the window's logits, with no
-        eager kernel launches between the graph and the pick)."""
+        eager kernel launches between the graph and the pick), and puts every row's hidden state into the
+        drafter's ring where it keeps one (self.ring: a paused window's rows then cost no launch from the host;
+        padding rows go to the scratch slot's part; the scheduler's kept_at says which rows hold what)."""
         if self.graphed(n_rows) and n_rows not in self._graphs:
             head = with_logits and self.head is not None
+            ring = self.ring if head else None
+            if ring is not None:
+                self._ring_tiles.add(n_rows)
 
             def body(gx, _tok, gs, gp, gn):
                 tile = Tile(gs, gp, gx.shape[0], gn)
                 h = self._forward(gx, tile)
+                if ring is not None:
+                    ring[0].index_copy_(0, gs * ring[1] + gp % ring[1], h.float())
                 return (h, self.logits(h, gn)) if head else (h, None)
             with torch.inference_mode():
                 self._graphs[n_rows] = TileGraph(body, n_rows, self.cfg.n_embd, self.scratch_slot, self.device,
                                                  embed=self.embed if self.embedding is not None and GRAPH_EMBED else None)
+
+    def fills_ring(self, n_rows: int) -> bool:
+        """Whether an n-row tile's graph puts its rows' hidden states into the drafter's ring (capture)."""
+        return n_rows in self._ring_tiles
 
     def forward(self, x: torch.Tensor, tile: Tile) -> torch.Tensor:
         return self.forward_logits(x, tile)[0]
