@@ -245,6 +245,22 @@ def test_prompt_windows_restart_a_span_and_each_count_of_sequences_keeps_its_own
     assert g2.drafting and g2.paused_windows == 0 and g2.note == ""
 
 
+def engine_guard(monkeypatch, hold: int = 12, clock=lambda: Clock(3e-3, 1e-3)) -> type:
+    """The engine's DraftGuard made on a test clock (a draft window three times a plain one by default), with
+    spans of 4 windows and holds of `hold` tokens; returns its class (subclass it to watch it)."""
+    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
+    monkeypatch.setattr(draft_guard, "HOLD", hold)
+
+    class Guard(DraftGuard):
+        def __init__(self, enabled, clock_=None, top=1):
+            c = clock()
+            super().__init__(enabled, c, top)
+            c.guard = self
+    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    return Guard
+
+
 def _plain_then_guarded(monkeypatch, model: str, reqs, before_guarded):
     """The requests decoded without drafts, then (after before_guarded()) at --spec 3 under the guard, windows
     chained on the CPU stage (STRATA_CHAIN=1): (the plain result, the guarded result, its engine's guard)."""
@@ -265,20 +281,9 @@ def test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_sa
     """A random MTP layer (nearly every proposal rejected) whose windows cost three times a plain one: the
     guard pauses drafts, the paused windows chain and skip the drafter, drafts come back to be measured
     again, and every token is the one decoded without drafts."""
-    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "HOLD", 12)
-    clocks = []
-
     seen = []
 
-    class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None, top=1):
-            c = Clock(3e-3, 1e-3)
-            super().__init__(enabled, c, top)
-            c.guard = self
-            clocks.append(c)
-
+    class Guard(engine_guard(monkeypatch)):
         def committed(self, tokens, all_decoding, n_active, depth=1):
             seen.append(all_decoding)
             super().committed(tokens, all_decoding, n_active, depth)
@@ -315,16 +320,7 @@ def test_a_guarded_engine_drafts_at_the_depth_that_pays_and_gives_the_same_token
     windows run at depth 1, then none, then depth 1 again and stay there (a random layer keeps too few of
     its proposals to climb), each with the rows of the guard's depth (the window log's), never the plan's,
     and the tokens are those decoded without drafts."""
-    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "HOLD", 12)
-
-    class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None, top=1):
-            c = Depths({0: 1e-3, 1: 0.5e-3, 2: 3e-3}, {})
-            super().__init__(enabled, c, top)
-            c.guard = self
-    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
+    engine_guard(monkeypatch, clock=lambda: Depths({0: 1e-3, 1: 0.5e-3, 2: 3e-3}, {}))
     model = str(synthetic("llama", mtp=1))
     reqs = [AddRequest(request_id="a", prompt="a lone request", sampling=SamplingParams(max_tokens=80))]
     log = tmp_path / "windows.jsonl"
@@ -371,17 +367,8 @@ def test_paused_windows_keep_their_hidden_states_only_near_the_next_trial(synthe
     """Drafts held paused for a long while: the paused windows put their rows into the drafter's ring only
     while the guard measures (drafts come back right after) and within GAP_MAX tokens of the hold's end
     (a catch-up reads no older positions), not through the whole hold; the tokens are the same."""
-    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "HOLD", 20)         # FAR behind: held 80 tokens
+    engine_guard(monkeypatch, hold=20)         # FAR behind: held 80 tokens
     monkeypatch.setattr(scheduler, "GAP_MAX", 16)
-
-    class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None, top=1):
-            c = Clock(3e-3, 1e-3)
-            super().__init__(enabled, c, top)
-            c.guard = self
-    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     kept = []
     real = drafts.MtpDrafter.remember
 
@@ -422,19 +409,10 @@ def test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_dra
     """The default (STRATA_DRAFT_GUARD unset) on a CPU stage, whose windows do not chain: drafts that cost
     three times what they give are paused; paused windows still run the drafter's layer over their rows (no
     ring to catch up from), and the tokens are the ones decoded without drafts. Two groups have no guard."""
-    monkeypatch.setattr(draft_guard, "DRAFT_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "PLAIN_SPAN", 4)
-    monkeypatch.setattr(draft_guard, "HOLD", 12)
+    engine_guard(monkeypatch)
     monkeypatch.delenv("STRATA_DRAFT_GUARD")
     monkeypatch.delenv("STRATA_CHAIN", raising=False)
     assert draft_guard.guards(1) and not draft_guard.guards(2)
-
-    class Guard(DraftGuard):
-        def __init__(self, enabled, clock=None, top=1):
-            c = Clock(3e-3, 1e-3)
-            super().__init__(enabled, c, top)
-            c.guard = self
-    monkeypatch.setattr(scheduler, "DraftGuard", Guard)
     followed = [0]
     real_advance = drafts.MtpDrafter.advance
 
