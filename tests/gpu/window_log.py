@@ -2,7 +2,13 @@
 the wall time from the commit before to theirs, and the device-side time from launch to commit.
 
     python3 tests/gpu/window_log.py LOG [--after N]   (N: skip the first N windows, e.g. a warm-up)
-A request starts at a window that reads a prompt after one that did not (one active request at a time)."""
+A request starts at a window that reads a prompt after one that did not (one active request at a time).
+
+    python3 tests/gpu/window_log.py --own-plain LOG...
+The last request of each log (a bench's measured one) against its own process's plain pace: its wall time
+from the prompt's window to its last commit over its tokens at the ms per token of its plain windows (each
+after three more plain ones: a window's time is the gap since the commit before). A plain process reads
+1.001-1.006 against itself (H100, 2026-12-06); a guarded one below that gained from drafts, above it lost."""
 from __future__ import annotations
 
 import argparse
@@ -20,11 +26,33 @@ def kind(w: dict) -> str:
     return "followed" if w["followed"] else "plain"
 
 
+def own_plain(path: str) -> str:
+    ws = [json.loads(line) for line in open(path)]
+    start = max(i for i, w in enumerate(ws) if w["prompt"] or w["rows"] > 50)     # the last prompt's window
+    seg, prev = [], ws[start]["t"]
+    for w in ws[start + 1:]:
+        seg.append((w["rows"] == w["active"] and not w["prompt"], (w["t"] - prev) / 1e3, w["kept"]))
+        prev = w["t"]
+    plain = [(ms, kept) for i, (_, ms, kept) in enumerate(seg) if i >= 3 and all(p for p, _, _ in seg[i - 3:i + 1])]
+    if not plain:
+        return f"{path}: no plain windows"
+    per_token = sum(ms for ms, _ in plain) / sum(k for _, k in plain)
+    tokens, span = sum(k for _, _, k in seg), sum(ms for _, ms, _ in seg)
+    return (f"{path}: {tokens} tokens in {span:.1f} ms; its plain windows {per_token * 1e3:.1f} us a token "
+            f"({len(plain)}) -> {tokens * per_token:.1f} ms: ratio {span / (tokens * per_token):.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("log")
+    ap.add_argument("log", nargs="+")
     ap.add_argument("--after", type=int, default=0)
+    ap.add_argument("--own-plain", action="store_true")
     a = ap.parse_args()
+    if a.own_plain:
+        for path in a.log:
+            print(own_plain(path))
+        return
+    a.log = a.log[0]
     ws = [json.loads(line) for line in open(a.log)][a.after:]
     requests, cur = [], []
     for w in ws:
