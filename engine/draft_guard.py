@@ -41,8 +41,9 @@ draft is verified.
 A CPU stage (and any layout of one group whose windows do not chain) has the guard too: there a window's
 rows cost more than on a GPU, so drafts pay only where they are kept often (the default model on 2 cores,
 2026-12-05, `strata bench --model default --devices cpu --streams 1 --max-tokens 256`: code at --spec 2
-82-83 tok/s against 66-70 without drafts, prose at --spec 4 63 against 74-75). Paused windows there still
-run the drafter's layer over their rows (its KV follows, no proposals): nothing to catch up on.
+82-83 tok/s against 66-70 without drafts, prose at --spec 4 63 against 74-75). Paused windows there skip
+the drafter too and leave their rows in its ring (until 2026-12-06 they ran its layer, which cost a lone
+request on prose or edit prompts 8-16% on 2 cores); windows that read prompt rows are followed everywhere.
 """
 from __future__ import annotations
 

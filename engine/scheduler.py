@@ -231,9 +231,10 @@ class Scheduler:
         if self._chains(depth) and all(self._device_decode(sr, seqs[sr.slot]) for sr in parts):
             rows.pick_idx = [sr.start for sr in parts]      # one row per slot: its pick feeds a chained window
             rows.pick_params = self._pick_params(parts, seqs)
-        # the drafter follows while drafts run, and while the guard pauses them on windows that cannot chain
-        # anyway (prompt chunks, ...); a paused window that chains leaves its rows' hidden states in the ring
-        follow = self.drafter is not None and self.plan.follows and (self.guard.drafting or rows.pick_idx is None)
+        # the drafter follows while drafts run; a paused window of decode rows alone leaves their hidden
+        # states in its ring instead (chained or not), one that reads prompt rows is followed
+        follow = self.drafter is not None and self.plan.follows and (self.guard.drafting or (
+            rows.pick_idx is None and (self.drafter.ring is None or not self._decode_only(parts))))
         gaps = self._gaps(parts, seqs) if follow else None
         if not follow:
             self._keep(rows, parts)
@@ -277,6 +278,11 @@ class Scheduler:
             if not all(last.fills_ring(size) for _, size, _ in rows.bounds):     # (its graphs do it on a GPU)
                 rows.keep = lambda hidden: self.drafter.remember(rows_at(hidden, idx), slots, pos)
 
+    @staticmethod
+    def _decode_only(parts: list[SlotRows]) -> bool:
+        """Every slot of the window decodes its current token and reads no prompt rows."""
+        return all(sr.decoding and sr.n_base == 1 for sr in parts)
+
     def _chains(self, depth: int) -> bool:
         """Chaining is on and nothing drafts (a drafter follows every window's hidden states in order)."""
         return self.pipeline.chain and depth == 0 and not self._follows()
@@ -297,8 +303,8 @@ class Scheduler:
         """Whether a draft window's successor can chain on it (engine.draft_chain): MTP drafts where they
         chain, every slot decoding its current token with greedy picks and room in the context for the
         next window's rows and drafts."""
-        return self.chain_drafts and depth > 0 and all(
-            sr.decoding and sr.n_base == 1 and argmax_pick(seqs[sr.slot].params) and seqs[sr.slot].logits is None
+        return self.chain_drafts and depth > 0 and self._decode_only(parts) and all(
+            argmax_pick(seqs[sr.slot].params) and seqs[sr.slot].logits is None
             and self._drafts_fit(sr.first_pos + sr.n_rows, depth) for sr in parts)
 
     def _drafts_fit(self, end: int, depth: int) -> bool:
@@ -401,7 +407,7 @@ class Scheduler:
                                   prompt=not all(sr.decoding for sr in w.parts), active=sum(
                                       s.seq is not None for s in self.slots))
         self.guard.committed(sum(v.kept for sr, v in zip(w.parts, verdicts) if sr.decoding),
-                             all(sr.decoding and sr.n_base == 1 for sr in w.parts),    # (no prompt rows)
+                             self._decode_only(w.parts),
                              sum(s.seq is not None for s in self.slots),
                              self.plan.depth(pipelined=False))
         for sr, v in zip(w.parts, verdicts):

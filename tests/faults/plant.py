@@ -279,20 +279,27 @@ FAULTS = [
     Fault("guard-off-on-cpu", "engine/draft_guard.py",
           'return n_groups == 1 and guard_mode() != "0"', 'return n_groups == 1 and guard_mode() == "1"',
           ["tests/engine/test_draft_guard.py::"
-           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_drafter"]),
+           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_skip_the_drafter"]),
     # the ring of paused positions (up to 128 MiB) kept where paused windows do not chain and never fill it
-    Fault("guard-ring-without-chain", "engine/loader.py",
-          "return plan.follows and guards(len(groups)) and chain_mode(devices)",
-          "return plan.follows and guards(len(groups))",
+    # the drafter's ring only where windows chain (as before 2026-12-06): a CPU stage's paused windows follow
+    Fault("guard-ring-only-chained", "engine/loader.py",
+          "    return plan.follows and guards(len(groups))\n",
+          "    return plan.follows and guards(len(groups)) and False\n",
           ["tests/engine/test_draft_guard.py::"
-           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_follow_the_drafter"]),
+           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_skip_the_drafter"]),
+    # paused windows that do not chain (a CPU stage) still running the drafter's layer over their rows
+    Fault("guard-paused-unchained-follow", "engine/scheduler.py",
+          "rows.pick_idx is None and (self.drafter.ring is None or not self._decode_only(parts))))",
+          "rows.pick_idx is None))",
+          ["tests/engine/test_draft_guard.py::"
+           "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_skip_the_drafter"]),
     Fault("guard-paused-drafter-follows", "engine/scheduler.py",
           "return self.drafter is not None and self.plan.follows and self.guard.drafting",
           "return self.drafter is not None and self.plan.follows",
           ["tests/engine/test_draft_guard.py::test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
     # the draft guard timing the window that read the prompt as a decode window
     Fault("guard-counts-prompt-window", "engine/scheduler.py",
-          "all(sr.decoding and sr.n_base == 1 for sr in w.parts)", "all(sr.decoding for sr in w.parts)",
+          "self._decode_only(w.parts),", "all(sr.decoding for sr in w.parts),",
           ["tests/engine/test_draft_guard.py::"
            "test_a_guarded_engine_pauses_costly_drafts_chains_meanwhile_and_gives_the_same_tokens"]),
     # drafts resumed after a pause without the drafter catching up on the paused positions (its KV holes)
