@@ -280,7 +280,6 @@ FAULTS = [
           'return n_groups == 1 and guard_mode() != "0"', 'return n_groups == 1 and guard_mode() == "1"',
           ["tests/engine/test_draft_guard.py::"
            "test_a_cpu_stage_is_guarded_by_default_and_its_paused_windows_skip_the_drafter"]),
-    # the ring of paused positions (up to 128 MiB) kept where paused windows do not chain and never fill it
     # the drafter's ring only where windows chain (as before 2026-12-06): a CPU stage's paused windows follow
     Fault("guard-ring-only-chained", "engine/loader.py",
           "    return plan.follows and guards(len(groups))\n",
