@@ -172,6 +172,11 @@ class MtpDrafter:
         else:
             self.ring.index_copy_(0, on_device(at, self.device), hidden.float())
 
+    def remember_on_device(self, hidden: torch.Tensor, slots: torch.Tensor, pos: torch.Tensor) -> None:
+        """remember, with the rows' slots and positions as device tensors (inside a decode graph: Stage.capture;
+        padding rows on the scratch slot go to its own part of the ring)."""
+        self.ring.index_copy_(0, self._ring_row(slots, pos), hidden.float())
+
     @torch.inference_mode()
     def catch_up(self, gaps: list[tuple[int, list[int], list[int]]]) -> None:
         """The drafter's KV at positions it missed, from the ring: gaps holds (slot, positions, the token
@@ -203,7 +208,11 @@ class MtpDrafter:
 
     def _ring_at(self, slots: list[int], pos: list[int]) -> list[int]:
         """The ring's rows of (slot, position) pairs."""
-        return [s * self.ring_n + p % self.ring_n for s, p in zip(slots, pos)]
+        return [self._ring_row(s, p) for s, p in zip(slots, pos)]
+
+    def _ring_row(self, slot, pos):
+        """The ring's row of a slot's position (ints, or device tensors of them)."""
+        return slot * self.ring_n + pos % self.ring_n
 
     def capture(self, sizes, depths=()) -> None:
         """Capture the drafter's passes as CUDA graphs on the pipeline's decode tiles (sizes: its

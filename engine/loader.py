@@ -309,7 +309,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         if _keeps_ring(plan, groups.groups):   # made here, on a lone CPU stage's own thread: see
             drafter.keep_ring(ring_rows(ctx, config.parallel, cfg.n_embd))     # engine.cpu_thread
             if drafter.ring is not None and last.use_graph:     # filled by the decode graphs (Stage.capture)
-                last.ring = (drafter.ring, drafter.ring_n)
+                last.ring_of = drafter
     rows_free = all(s.rows_free for s in stages)
     if (config.spec > 1 or config.piped_mtp > 0) and "cpu" in devices and not rows_free:
         notes.append("drafts on CPU stages: decode rows run one per matmul call there (dense or routed weights: "

@@ -59,9 +59,9 @@ class Stage:
         self.head_threads = 0
         self._decode_layers = False                     # engine.cpu_layers.DecodeLayers, None, or not made yet
         self._graphs: dict[int, TileGraph] = {}        # one per tile size
-        # (ring [(n_slots + 1) * R, d], R): the MTP drafter's ring of paused positions, which the last stage's
-        # decode graphs fill with each row's hidden state (MtpDrafter.keep_ring); set before capture
-        self.ring: tuple[torch.Tensor, int] | None = None
+        # the MTP drafter whose ring of paused positions the last stage's decode graphs fill with each row's
+        # hidden state (MtpDrafter.keep_ring, remember_on_device); set before capture
+        self.ring_of = None
         self._ring_tiles: set[int] = set()               # tile sizes whose graphs fill it
         self._graphed: dict[int, bool] = {}
 
@@ -109,11 +109,11 @@ class Stage:
         at a time, before any stage thread runs). with_logits: on the last stage, the graph also runs
         the head on the tile's real rows (decode tiles: one replay gives the window's logits, with no
         eager kernel launches between the graph and the pick), and puts every row's hidden state into the
-        drafter's ring where it keeps one (self.ring: a paused window's rows then cost no launch from the host;
-        padding rows go to the scratch slot's part; the scheduler's kept_at says which rows hold what)."""
+        drafter's ring where it keeps one (self.ring_of: a paused window's rows then cost no launch from the
+        host; the scheduler's kept_at says which rows hold what)."""
         if self.graphed(n_rows) and n_rows not in self._graphs:
             head = with_logits and self.head is not None
-            ring = self.ring if head else None
+            ring = self.ring_of if head else None
             if ring is not None:
                 self._ring_tiles.add(n_rows)
 
@@ -121,7 +121,7 @@ class Stage:
                 tile = Tile(gs, gp, gx.shape[0], gn)
                 h = self._forward(gx, tile)
                 if ring is not None:
-                    ring[0].index_copy_(0, gs * ring[1] + gp % ring[1], h.float())
+                    ring.remember_on_device(h, gs, gp)
                 return (h, self.logits(h, gn)) if head else (h, None)
             with torch.inference_mode():
                 self._graphs[n_rows] = TileGraph(body, n_rows, self.cfg.n_embd, self.scratch_slot, self.device,
