@@ -12,11 +12,11 @@ R=${ROWS:-1,16:8,16:9,16:12,16}
 for v in "SHARE=0" "SHARE=1" "SHARE=1 MAXNREG=168"; do
   step "matrices, $v"
   set -- $v
-  check "bench_q4k_mma $v" env STRATA_Q4K_${1} ${2:+STRATA_Q4K_$2} timeout 120 python3 tests/gpu/bench_q4k_mma.py --rows $R
+  check "bench_q4k_mma $v" env STRATA_Q4K_${1} ${2:+STRATA_Q4K_$2} timeout 120 python3 tests/gpu/bench_q4k_mma.py --rows $R --shapes ${SHAPES:-qkv,gate|up,down}
 done
 [ "${E2E:-1}" = 1 ] || summary
 l8b_and_smol
-for v in 0 1 0 1; do
+for v in ${E2E_ORDER:-0 1}; do
   check "bench 8b 16 streams SHARE=$v" env STRATA_Q4K_SHARE=$v timeout 100 $S bench --model $M/l8b.gguf --streams 16 \
     --parallel 16 $B
 done
