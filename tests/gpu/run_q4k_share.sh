@@ -14,6 +14,16 @@ for v in "SHARE=0" "SHARE=1" "SHARE=1 MAXNREG=168"; do
   set -- $v
   check "bench_q4k_mma $v" env STRATA_Q4K_${1} ${2:+STRATA_Q4K_$2} timeout 120 python3 tests/gpu/bench_q4k_mma.py --rows $R --shapes ${SHAPES:-qkv,gate|up,down}
 done
+# Nsight Compute on gate 14336x4096: a 16-row tile with 8 real rows (eight streams), and 16 rows each way
+NCU="ncu --clock-control none -k regex:q4k --launch-skip 4 --launch-count 1 --section SpeedOfLight \
+  --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats"
+KEY="Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issued Warp|No Eligible|Warp Cycles Per Issued|Block Limit Reg|Waves Per SM|stall|Stall"
+for job in 16:8:0 16:16:0 16:16:1; do
+  IFS=: read -r rows nreal share <<< "$job"
+  check "ncu gate $rows:$nreal SHARE=$share" tail_of 60 timeout 90 env STRATA_Q4K_SHARE=$share SHAPE=14336x4096 \
+    KERNEL=q4k ROWS=$rows NREAL=$nreal $NCU --log-file "$OUT/ncu-$rows-$nreal-$share.txt" python3 tests/gpu/ncu_imma.py
+  grep -E "$KEY" "$OUT/ncu-$rows-$nreal-$share.txt" | cut -c1-160 || true
+done
 [ "${E2E:-1}" = 1 ] || summary
 l8b_and_smol
 for v in ${E2E_ORDER:-0 1}; do

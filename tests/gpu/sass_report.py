@@ -2,6 +2,8 @@
 ptxas) and report registers, stack (spills) and the instruction mix of the SASS: the first look
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
+    python3 tests/gpu/sass_report.py q4k [TM] [WARPS] [ROWS]   (engine.kernels.q4k_mma for a ROWS-row tile: 1, 8
+    or 16; env SHARE, AHEAD, MAXNREG; reports the instruction mix of its hottest loop too)
     python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
     PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
 
@@ -76,8 +78,55 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def compile_q4k(tm: int, warps: int, rows: int):
+    """engine.kernels.q4k_mma's kernel as launched for a rows-row tile (Gluon: no interpreter, no GPU needed)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from engine.kernels import q4k_mma as qm
+    fn = qm._q4k_kernel
+    sig = {"q": "*i32", "ds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
+           "sub": "*i32", "out": "*fp32", "N": "i32", "K": "i32", "KW": "i32", "KS": "i32", "stride_om": "i32",
+           "SPW": "i32"}
+    order = list(fn.arg_names)
+    const = {"W": warps, "TM": tm, "ONE": rows == 1, "TWO": rows > 8, "AHEAD": int(os.environ.get("AHEAD", "1")),
+             "PDL": True, "PF": 0, "SHARE": os.environ.get("SHARE", "1") == "1"}
+    sig = {name: sig.get(name, "constexpr") for name in order}
+    attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a in ("K", "KW", "KS")}
+    options = {"num_warps": warps, "enable_fp_fusion": False}
+    if os.environ.get("MAXNREG"):
+        options["maxnreg"] = int(os.environ["MAXNREG"])
+    return triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def hottest_loop(sass: str) -> collections.Counter:
+    """The instruction mix of the longest backward-branch loop in the SASS."""
+    lines = sass.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\.L_x_\d+):", line))}
+    best = (0, 0)
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA `\((\.L_x_\d+)\)", line)
+        if m and labels.get(m.group(1), i) < i and i - labels[m.group(1)] > best[1] - best[0]:
+            best = (labels[m.group(1)], i)
+    return collections.Counter(m.group(1).split(".")[0] for line in lines[best[0]:best[1] + 1]
+                               if (m := re.search(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T] )?([A-Z0-9_.]+)", line)))
+
+
 def main() -> int:
     which = sys.argv[1] if len(sys.argv) > 1 else "mma"
+    if which == "q4k":
+        tm, warps, rows = (int(sys.argv[i]) if len(sys.argv) > i else d for i, d in ((2, 2), (3, 2), (4, 16)))
+        k = compile_q4k(tm, warps, rows)
+        path = f"/tmp/strata-q4k-{tm}-{warps}-{rows}.cubin"
+        with open(path, "wb") as f:
+            f.write(k.asm["cubin"])
+        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", path], capture_output=True,
+                               text=True).stdout
+        sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
+        loop = hottest_loop(sass)
+        print(f"q4k TM {tm} warps {warps} rows {rows}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
+        print(f"hottest loop, {sum(loop.values())} instructions: " + "  ".join(f"{op} {n}" for op, n in loop.most_common(16)))
+        return 0
     kind = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     bn = int(sys.argv[3]) if len(sys.argv) > 3 else (64 if which == "mma" else sm.GEMV_BN)
     warps = int(sys.argv[4]) if len(sys.argv) > 4 else (sm.WARPS if which == "mma" else sm.GEMV_WARPS)
