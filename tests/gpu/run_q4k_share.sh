@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 11, thirty-sixth session: a 16-row tile's two passes share each sub-block's weight side
 # (engine.kernels.q4k_mma SHARE: 252 -> 188 registers in sm_90 SASS). Kernel tests (the same bits either
-# way), the matrices at 9-16 rows with it off, on, and on at 168 registers, then the 8B shape at 16 streams
+# way), the matrices at 9-16 rows with it off, on, on at 168 registers, and with two super-blocks ahead
+# (AHEAD=2: taken by the tiles of at most 8 real rows only), then the 8B shape at 16 streams
 # (16-row tiles) with it off and on, and a sampled batch-test at 12 slots. Logs to $OUT/log.txt.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -9,7 +10,7 @@ exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader
 check "kernel tests" tail_of 4 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_q4k_mma.py
 R=${ROWS:-1,16:8,16:9,16:12,16}
-for v in "SHARE=0" "SHARE=1" "SHARE=1 MAXNREG=168"; do
+for v in "SHARE=0" "SHARE=1" "SHARE=1 MAXNREG=168" "SHARE=1 AHEAD=2"; do
   step "matrices, $v"
   set -- $v
   check "bench_q4k_mma $v" env STRATA_Q4K_${1} ${2:+STRATA_Q4K_$2} timeout 120 python3 tests/gpu/bench_q4k_mma.py --rows $R --shapes ${SHAPES:-qkv,gate|up,down}
