@@ -112,17 +112,20 @@ def hottest_loop(sass: str) -> collections.Counter:
                                if (m := re.search(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T] )?([A-Z0-9_.]+)", line)))
 
 
+def disassemble(k, path: str) -> tuple[str, str]:
+    """A compiled kernel's cubin written to path: (its resource usage, its SASS)."""
+    with open(path, "wb") as f:
+        f.write(k.asm["cubin"])
+    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", path], capture_output=True,
+                           text=True).stdout
+    return usage, subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
+
+
 def main() -> int:
     which = sys.argv[1] if len(sys.argv) > 1 else "mma"
     if which == "q4k":
         tm, warps, rows = (int(sys.argv[i]) if len(sys.argv) > i else d for i, d in ((2, 2), (3, 2), (4, 16)))
-        k = compile_q4k(tm, warps, rows)
-        path = f"/tmp/strata-q4k-{tm}-{warps}-{rows}.cubin"
-        with open(path, "wb") as f:
-            f.write(k.asm["cubin"])
-        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", path], capture_output=True,
-                               text=True).stdout
-        sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
+        usage, sass = disassemble(compile_q4k(tm, warps, rows), f"/tmp/strata-q4k-{tm}-{warps}-{rows}.cubin")
         loop = hottest_loop(sass)
         print(f"q4k TM {tm} warps {warps} rows {rows}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
         print(f"hottest loop, {sum(loop.values())} instructions: " + "  ".join(f"{op} {n}" for op, n in loop.most_common(16)))
@@ -130,13 +133,7 @@ def main() -> int:
     kind = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     bn = int(sys.argv[3]) if len(sys.argv) > 3 else (64 if which == "mma" else sm.GEMV_BN)
     warps = int(sys.argv[4]) if len(sys.argv) > 4 else (sm.WARPS if which == "mma" else sm.GEMV_WARPS)
-    k = compile_kernel(which, kind, bn, warps)
-    path = f"/tmp/strata-{which}-{kind}-{bn}-{warps}.cubin"
-    with open(path, "wb") as f:
-        f.write(k.asm["cubin"])
-    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "--dump-resource-usage", path], capture_output=True,
-                           text=True).stdout
-    sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", path], capture_output=True, text=True).stdout
+    usage, sass = disassemble(compile_kernel(which, kind, bn, warps), f"/tmp/strata-{which}-{kind}-{bn}-{warps}.cubin")
     ops = collections.Counter(m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]+\*/\s+([A-Z0-9_.]+)", sass))
     print(f"{which} KIND {kind} BN {bn} warps {warps}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
     print("  ".join(f"{op} {n}" for op, n in ops.most_common(40)))
