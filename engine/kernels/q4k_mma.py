@@ -76,12 +76,6 @@ WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
 # one row from memory, 1 / 2 ahead: qkv 8.5 / 7.7 us, gate 14336x4096 15.6 / 13.1, down 15.4 / 13.3, but
 # gate|up 28672x4096 23.5 / 24.6: more registers, fewer programs resident)
 AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
-# a 16-row tile's two passes in one sweep over the sub-blocks, each sub-block's weight side (scales and mins
-# as the epilogue takes them) made once for both: STRATA_Q4K_SHARE=1 (the same bits either way; off until
-# measured on a GPU). sm_90 SASS (triton 3.9, offline): 252 -> 188 registers, 980 -> 914 instructions a super-block
-SHARE = os.environ.get("STRATA_Q4K_SHARE", "0") == "1"
-# registers a thread in 16-row tiles of more than 8 real rows (0: the compiler's choice): STRATA_Q4K_MAXNREG
-MAXNREG = int(os.environ.get("STRATA_Q4K_MAXNREG", "0"))
 
 
 def available(device) -> bool:
@@ -106,32 +100,7 @@ if gluon is not None:
                       f"fma.rn.f32 ${e}, q{e}, ${d}, ${28 + e};", f"fma.rn.f32 ${4 + e}, m{r}, ${d + 1}, ${32 + e};"]
         return "{\n.reg .b32 a, b, q0, q1, q2, q3, ma, mb, k;\n" + "\n".join(lines) + "\n}"
 
-    def _wsub_asm(sub: int) -> str:
-        """Sub-block `sub`'s weight side of a 16-row group, for both passes of a 16-row tile (made once):
-        out $0-3 = sc of row g, sc of row g+8 (ints), float(mn) of row g, of row g+8 (float bits); in row
-        g's sub words $4-7, row g+8's $8-11. The same values as _epi_asm's a, b, ma, mb."""
-        w, off, sel = sub // 4, 8 * (sub % 4), 0x7540 + sub % 4
-        return "\n".join(["{", ".reg .b32 k, ma, mb;", f"bfe.u32 $0, ${4 + w}, {off}, 8;",
-                          f"bfe.u32 $1, ${8 + w}, {off}, 8;", "mov.b32 k, 0x4B000000;",
-                          f"prmt.b32 ma, ${6 + w}, k, {sel};", f"prmt.b32 mb, ${10 + w}, k, {sel};",
-                          "sub.rn.f32 $2, ma, 0f4B000000;", "sub.rn.f32 $3, mb, 0f4B000000;", "}"])
-
-    def _epi_ws_asm(sub: int) -> str:
-        """_epi_asm with the weight side made by _wsub_asm: t $0-3, m $4-7 (out); P $8-11, the weight side
-        $12-15, x's (d, s) for column 2c $16-19 and 2c+1 $20-23, t $24-27, m $28-31 (in). The same
-        operations on the same values, in the same order, as _epi_asm (so the same bits)."""
-        h = sub % 2
-        lines = []
-        for e in range(4):
-            r, mr, d = 12 + e // 2, 14 + e // 2, 16 + 4 * (e % 2) + 2 * h
-            lines += [f"mad.lo.s32 q{e}, ${8 + e}, ${r}, 0x4B400000;", f"sub.rn.f32 q{e}, q{e}, 0f4B400000;",
-                      f"fma.rn.f32 ${e}, q{e}, ${d}, ${24 + e};", f"fma.rn.f32 ${4 + e}, ${mr}, ${d + 1}, ${28 + e};"]
-        return "{\n.reg .b32 q0, q1, q2, q3;\n" + "\n".join(lines) + "\n}"
-
     _EPI = gl.constexpr(tuple(_epi_asm(s, False) for s in range(8)) + tuple(_epi_asm(s, True) for s in range(8)))
-    _WSUB = gl.constexpr(tuple(_wsub_asm(s) for s in range(8)))
-    _EPI_WS = gl.constexpr(tuple(_epi_ws_asm(s) for s in range(8)))
-    _EPI_WS_IO = gl.constexpr(",".join(["=f"] * 8 + ["r"] * 8 + ["f"] * 16))
     _EPI_IO = gl.constexpr(",".join(["=f"] * 8 + ["r"] * 12 + ["f"] * 16))
     # P of 16 weight rows by 8 x rows over 32 values: A $4-7 (codes' nibbles: row g's two words, then row g + 8's,
     # so a0..a3 are $4, $6, $5, $7), B $8-9 (even k-step) or $10-11
@@ -177,54 +146,6 @@ fma.rn.f32 $3, n1, $15, $3;
             x1 = gl.load(xsp + KS + 4 * J)             # column 2c + 1
         t, m = _k_step(cw, xv, sg, sg8, x0, x1, t, m, 0, 2 * J, ONE)
         return _k_step(cw, xv, sg, sg8, x0, x1, t, m, 1, 2 * J + 1, ONE)
-
-    @gluon.jit
-    def _k_step2(cw, xv, yv, ws, x0, x1, y0, y1, t, m, t8, m8, HIGH: gl.constexpr, SUB: gl.constexpr):
-        """One 32-value sub-block for both passes of a 16-row tile: the codes' nibbles and the weight side
-        made once, an MMA and its scaling a pass."""
-        if HIGH:
-            a = (cw >> 4) & 0x0F0F0F0F
-        else:
-            a = cw & 0x0F0F0F0F
-        w = gl.inline_asm_elementwise(_WSUB[SUB], "=r,=r,=r,=r,r,r,r,r,r,r,r,r", ws, dtype=gl.int32,
-                                      is_pure=True, pack=4)
-        p = gl.inline_asm_elementwise(_MMA[HIGH], "=r,=r,=r,=r,r,r,r,r,r,r,r,r", [a, xv], dtype=gl.int32,
-                                      is_pure=True, pack=4)
-        t, m = gl.inline_asm_elementwise(_EPI_WS[SUB], _EPI_WS_IO, [p, w, x0, x1, t, m],
-                                         dtype=(gl.float32, gl.float32), is_pure=True, pack=4)
-        p8 = gl.inline_asm_elementwise(_MMA[HIGH], "=r,=r,=r,=r,r,r,r,r,r,r,r,r", [a, yv], dtype=gl.int32,
-                                       is_pure=True, pack=4)
-        t8, m8 = gl.inline_asm_elementwise(_EPI_WS[SUB], _EPI_WS_IO, [p8, w, y0, y1, t8, m8],
-                                           dtype=(gl.float32, gl.float32), is_pure=True, pack=4)
-        return t, m, t8, m8
-
-    @gluon.jit
-    def _pair2(cw, xp, xsp, yp, ysp, KS, sg, sg8, t, m, t8, m8, J: gl.constexpr):
-        """_pair for both passes of a 16-row tile (x rows from xp and from yp)."""
-        xv = gl.load(xp + 16 * J)
-        x0 = gl.load(xsp + 4 * J)
-        x1 = gl.load(xsp + KS + 4 * J)
-        yv = gl.load(yp + 16 * J)
-        y0 = gl.load(ysp + 4 * J)
-        y1 = gl.load(ysp + KS + 4 * J)
-        t, m, t8, m8 = _k_step2(cw, xv, yv, [sg, sg8], x0, x1, y0, y1, t, m, t8, m8, 0, 2 * J)
-        return _k_step2(cw, xv, yv, [sg, sg8], x0, x1, y0, y1, t, m, t8, m8, 1, 2 * J + 1)
-
-    @gluon.jit
-    def _step2(acc, acc8, c0, c1, c2, c3, sg, sg8, dm, xq, xsq, yq, ysq, KS):
-        """_step for both passes of a 16-row tile in one sweep over the sub-blocks (x rows 0-7 at xq, xsq;
-        8-15 at yq, ysq): each sub-block's weight side made once for both."""
-        t = gl.zeros_like(acc)
-        m = gl.zeros_like(acc)
-        t8 = gl.zeros_like(acc)
-        m8 = gl.zeros_like(acc)
-        t, m, t8, m8 = _pair2(c0, xq, xsq, yq, ysq, KS, sg, sg8, t, m, t8, m8, 0)
-        t, m, t8, m8 = _pair2(c1, xq, xsq, yq, ysq, KS, sg, sg8, t, m, t8, m8, 1)
-        t, m, t8, m8 = _pair2(c2, xq, xsq, yq, ysq, KS, sg, sg8, t, m, t8, m8, 2)
-        t, m, t8, m8 = _pair2(c3, xq, xsq, yq, ysq, KS, sg, sg8, t, m, t8, m8, 3)
-        acc = gl.inline_asm_elementwise(_FIN, _FIN_IO, [acc, t, m, dm], dtype=gl.float32, is_pure=True, pack=4)
-        acc8 = gl.inline_asm_elementwise(_FIN, _FIN_IO, [acc8, t8, m8, dm], dtype=gl.float32, is_pure=True, pack=4)
-        return acc, acc8
 
     @gluon.jit
     def pdl_enter(PDL: gl.constexpr):
@@ -283,7 +204,7 @@ fma.rn.f32 $3, n1, $15, $3;
     @gluon.jit
     def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
                     W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, AHEAD: gl.constexpr,
-                    PDL: gl.constexpr, PF: gl.constexpr, SHARE: gl.constexpr):
+                    PDL: gl.constexpr, PF: gl.constexpr):
         # a program: TM groups of 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW) of each,
         # its sum added to the other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp,
         # one row of 4 words per group.
@@ -322,12 +243,8 @@ fma.rn.f32 $3, n1, $15, $3;
             acc8 = zero
             for i in range(SPW):
                 n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
-                if SHARE:
-                    acc, acc8 = _step2(acc, acc8, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16,
-                                       yp + i * 64, ysp + i * 16, KS)
-                else:
-                    acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
-                    acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
+                acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
+                acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
                 c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
             _store(out, acc, ng, 0, M, stride_om, L, TM)
             _store(out, acc8, ng, 8, M, stride_om, L, TM)
@@ -393,10 +310,10 @@ def supports(w) -> bool:
 
 
 def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None,
-                 tm: int | None = None, ahead: int | None = None, share: bool | None = None) -> tuple[torch.Tensor, int]:
+                 tm: int | None = None, ahead: int | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
-    nw, tm, ahead, share: warps a program, 16-row groups a warp, super-blocks loaded ahead, SHARE, for measuring only.
+    nw, tm, ahead: warps a program, 16-row groups a warp, super-blocks loaded ahead, for measuring only.
     w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
     for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
     8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
@@ -416,6 +333,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part,
         w.n, w.k, w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
-        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, SHARE=SHARE if share is None else share, num_warps=nw,
-        enable_fp_fusion=False, **({"maxnreg": MAXNREG} if MAXNREG and t > 8 else {}), **pdl.launch(x.device))
+        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, num_warps=nw,
+        enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

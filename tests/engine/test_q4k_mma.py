@@ -57,8 +57,6 @@ def test_groups_a_warp_keep_the_bits(n, k, nw):
             assert torch.equal(q4k_mma.matmul_parts(xs, w, rows, nw=nw, tm=tm)[0], one), (m, tm)
         for ahead in (1, 2):                           # super-blocks loaded ahead: the same bits
             assert torch.equal(q4k_mma.matmul_parts(xs, w, rows, nw=nw, tm=1, ahead=ahead)[0], one), (m, ahead)
-        for share in (False, True):                    # a 16-row tile's weight side made once or a pass
-            assert torch.equal(q4k_mma.matmul_parts(xs, w, rows, nw=nw, share=share)[0], one), (m, share)
 
 
 def test_stream_matmul_routes_the_tensor_core_order():

@@ -4,6 +4,9 @@
 # way), the matrices at 9-16 rows with it off, on, on at 168 registers, and with two super-blocks ahead
 # (AHEAD=2: taken by the tiles of at most 8 real rows only), then the 8B shape at 16 streams
 # (16-row tiles) with it off and on, and a sampled batch-test at 12 slots. Logs to $OUT/log.txt.
+# Ran once on an H100 at commit e9d8fc0 (2026-12-06): SHARE slower at 9-16 rows (gate|up 49.9 -> 58.7 us,
+# down 25.9 -> 29.6; 8B 16 streams 3,557 -> 3,385 tok/s) though 254 -> 186 registers: the grid, not the
+# registers, holds the occupancy (0.85 waves). The kernel code was reverted; check it out from e9d8fc0 to rerun.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1

@@ -3,7 +3,7 @@ ptxas) and report registers, stack (spills) and the instruction mix of the SASS:
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
     python3 tests/gpu/sass_report.py q4k [TM] [WARPS] [ROWS]   (engine.kernels.q4k_mma for a ROWS-row tile: 1, 8
-    or 16; env SHARE, AHEAD, MAXNREG; reports the instruction mix of its hottest loop too)
+    or 16; env AHEAD, MAXNREG; reports the instruction mix of its hottest loop too)
     python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
     PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
 
@@ -89,7 +89,7 @@ def compile_q4k(tm: int, warps: int, rows: int):
            "SPW": "i32"}
     order = list(fn.arg_names)
     const = {"W": warps, "TM": tm, "ONE": rows == 1, "TWO": rows > 8, "AHEAD": int(os.environ.get("AHEAD", "1")),
-             "PDL": True, "PF": 0, "SHARE": os.environ.get("SHARE", "1") == "1"}
+             "PDL": True, "PF": 0}
     sig = {name: sig.get(name, "constexpr") for name in order}
     attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a in ("K", "KW", "KS")}
     options = {"num_warps": warps, "enable_fp_fusion": False}
