@@ -3,7 +3,8 @@ ptxas) and report registers, stack (spills) and the instruction mix of the SASS:
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
     python3 tests/gpu/sass_report.py q4k [TM] [WARPS] [ROWS]   (engine.kernels.q4k_mma for a ROWS-row tile: 1, 8
-    or 16; env AHEAD, MAXNREG; reports the instruction mix of its hottest loop too)
+    or 16; env AHEAD, MAXNREG; reports the instruction mix of its longest loop too: the
+    inner K loop, or in an 8-row tile the pass loop around it)
     python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
     PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
 
@@ -99,7 +100,7 @@ def compile_q4k(tm: int, warps: int, rows: int):
                           target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def hottest_loop(sass: str) -> collections.Counter:
+def longest_loop(sass: str) -> collections.Counter:
     """The instruction mix of the longest backward-branch loop in the SASS."""
     lines = sass.splitlines()
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\.L_x_\d+):", line))}
@@ -126,9 +127,9 @@ def main() -> int:
     if which == "q4k":
         tm, warps, rows = (int(sys.argv[i]) if len(sys.argv) > i else d for i, d in ((2, 2), (3, 2), (4, 16)))
         usage, sass = disassemble(compile_q4k(tm, warps, rows), f"/tmp/strata-q4k-{tm}-{warps}-{rows}.cubin")
-        loop = hottest_loop(sass)
+        loop = longest_loop(sass)
         print(f"q4k TM {tm} warps {warps} rows {rows}: " + " ".join(re.findall(r"(REG:\d+|STACK:\d+)", usage)))
-        print(f"hottest loop, {sum(loop.values())} instructions: " + "  ".join(f"{op} {n}" for op, n in loop.most_common(16)))
+        print(f"longest loop, {sum(loop.values())} instructions: " + "  ".join(f"{op} {n}" for op, n in loop.most_common(16)))
         return 0
     kind = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     bn = int(sys.argv[3]) if len(sys.argv) > 3 else (64 if which == "mma" else sm.GEMV_BN)
