@@ -45,6 +45,15 @@ in flight; TM 4 spills there and is slower. Loading the weights past L1 so that 
 (ld.global.cg, or L1::evict_first; 2026-12-04, tests/gpu/run_q4k_cache.sh) changed nothing beyond noise:
 gate at 1 / 16:8 / 16 rows 12.8, 17.1, 23.6 us as now, 13.6, 16.9, 23.9 with .cg, 13.3, 16.8, 24.0 with
 evict_first; the kernel waits on its weights, not on x (it was left out).
+At 9-16 rows the time follows the instructions (H100, 2026-12-06, Nsight Compute on gate 14336x4096,
+tests/gpu/run_q4k_stalls.sh): 16 rows 30.8 us and 7.27 M warp instructions, 16 with 8 real 21.7 us and 4.71 M,
+issue slots 27% busy in both, the warps waiting on loads (long scoreboard, 3.2 cycles an issued
+instruction), the L1 data pipe 54-60% busy; the second pass adds its x loads and its per-element scaling.
+Tried there and reverted (us at 16:8 / 16 rows, weights from memory, gate|up 28672x4096 33.9 / 49.9 as is):
+the two passes in warps of their own (252 -> 128 registers, twice the warps resident; 50.2 / 50.1: commit
+02156a9, run_q4k_pw.sh); each step pulling the code lines of the next one or two super-blocks into L1
+(ptxas sinks the next super-block's loads to the end of the loop body; 32.5-34.0 / 49.7-52.3, one row 28.0
+-> 35.6: run_q4k_l1pf.sh); both passes sharing each sub-block's weight side (run_q4k_share.sh).
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations
@@ -76,14 +85,6 @@ WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
 # one row from memory, 1 / 2 ahead: qkv 8.5 / 7.7 us, gate 14336x4096 15.6 / 13.1, down 15.4 / 13.3, but
 # gate|up 28672x4096 23.5 / 24.6: more registers, fewer programs resident)
 AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
-# warps a K share in a 16-row tile (1 or 2): STRATA_Q4K_PW. 2: a program of twice the warps, pass p's warps
-# multiply x rows 8p..8p+7 (one pass's registers, twice the resident warps; the second pass's weight loads
-# mostly hit L1); 1: one warp sweeps the weights once for both passes
-PASS_WARPS = int(os.environ.get("STRATA_Q4K_PW", "1"))
-# super-blocks ahead whose code lines each warp pulls into L1 at the top of each step (0: none): ptxas sinks
-# the next super-block's loads to the end of the loop body (sm_90 SASS of every tile), so without this they
-# are asked for just before they are used: STRATA_Q4K_L1PF
-L1_AHEAD = int(os.environ.get("STRATA_Q4K_L1PF", "0"))
 
 
 def available(device) -> bool:
@@ -168,15 +169,6 @@ fma.rn.f32 $3, n1, $15, $3;
         gl.inline_asm_elementwise(pdl.PREFETCH_L2, "=r,l,r", [ptrs, mask.to(gl.int32)], dtype=gl.int32, is_pure=False,
                                   pack=1)
 
-    _PREFETCH_L1 = gl.constexpr("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; } // $0")
-
-    @gluon.jit
-    def _pull(pfl, pfm, more, i, SPW, PF1: gl.constexpr):
-        """Step i: the code lines of super-block i + PF1 (+ more) into L1, where pfm and within the warp's K."""
-        if PF1 > 0:
-            gl.inline_asm_elementwise(_PREFETCH_L1, "=r,l,r", [pfl + (i + PF1) * 512, (pfm & (i + PF1 + more < SPW)).to(gl.int32)],
-                                      dtype=gl.int32, is_pure=False, pack=1)
-
     @gluon.jit
     def _weights(cp, sp, dp, sb, SB):
         """The weights of each warp's sb-th super-block for each of its 16-row groups: codes of its four
@@ -207,37 +199,31 @@ fma.rn.f32 $3, n1, $15, $3;
                 ds + ((r0 + 2 * c).to(gl.int64) * KS) + e + sb0 * 16)
 
     @gluon.jit
-    def _store(out, acc, ng, r0, M, stride_om, L: gl.constexpr, TM: gl.constexpr, PW: gl.constexpr):
-        """The warps' sums of acc over K (a fixed tree: gl.sum over the K shares) into out's rows r0..r0+7
-        below M, and r0+8..r0+15 from the second pass's warps where PW is 2."""
-        O: gl.constexpr = gl.SliceLayout(1, L)
-        tot = gl.sum(acc, axis=1)
-        po = gl.arange(0, PW, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, O))))[:, None, None, None]
-        lo = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, O))))[None, :, None, None]
-        to = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, O))))[None, None, :, None]
-        eo = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, O))))[None, None, None, :]
+    def _store(out, acc, ng, r0, M, stride_om, L: gl.constexpr, TM: gl.constexpr):
+        """The warps' sums of acc (a fixed tree: gl.sum) into out's rows r0..r0+7 below M."""
+        O: gl.constexpr = gl.SliceLayout(0, L)
+        tot = gl.sum(acc, axis=0)
+        lo = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, O)))[:, None, None]
+        to = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(2, O)))[None, :, None]
+        eo = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, O)))[None, None, :]
         n = ng * (16 * TM) + to * 16 + lo // 4 + 8 * (eo // 2)
-        col = r0 + 8 * po + 2 * (lo % 4) + eo % 2
+        col = r0 + 2 * (lo % 4) + eo % 2
         gl.store(out + col * stride_om + n, tot, mask=col < M)
 
     @gluon.jit
     def _q4k_kernel(q, ds, nreal_ptr, T, codes, scales, sub, out, N, K, KW, KS, stride_om, SPW,
                     W: gl.constexpr, TM: gl.constexpr, ONE: gl.constexpr, TWO: gl.constexpr, AHEAD: gl.constexpr,
-                    PDL: gl.constexpr, PF: gl.constexpr, PW: gl.constexpr, PF1: gl.constexpr):
-        # a program: TM groups of 16 weight rows; warp w of each pass takes super-blocks [w SPW, (w + 1) SPW)
-        # of each, its sum added to the other warps' of its pass in a fixed tree at the end. PW passes of
-        # W warps: 1, or 2 in a 16-row tile where pass p's warps take x rows 8p..8p+7 (the two read the same
-        # weights, the second mostly from L1). A thread: lane (g, c) of its warp, one row of 4 words per group.
-        L: gl.constexpr = gl.BlockedLayout([1, 1, 1, TM, 4], [1, 1, 32, 1, 1], [PW, W, 1, 1, 1], [4, 3, 2, 1, 0])
-        Z: gl.constexpr = gl.BlockedLayout([1], [32], [PW * W], [0])
-        R: gl.constexpr = gl.SliceLayout(4, L)
+                    PDL: gl.constexpr, PF: gl.constexpr):
+        # a program: TM groups of 16 weight rows; warp w takes super-blocks [w SPW, (w + 1) SPW) of each,
+        # its sum added to the other warps' in a fixed tree at the end. A thread: lane (g, c) of its warp,
+        # one row of 4 words per group.
+        L: gl.constexpr = gl.BlockedLayout([1, 1, TM, 4], [1, 32, 1, 1], [W, 1, 1, 1], [3, 2, 1, 0])
+        Z: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
         ng = gl.program_id(0)
-        pv = gl.arange(0, PW, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, R))))[:, None, None, None, None]
-        wv = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, R))))[None, :, None, None, None]
-        lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, R))))[None, None, :, None, None]
-        tg = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, R))))[None, None, None, :, None]
-        e = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L)))))[None, None, None, None, :]
-        lane = lane + 0 * pv                           # every tensor below spans the passes (each warp its own copy)
+        wv = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L))))[:, None, None, None]
+        lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, L))))[None, :, None, None]
+        tg = gl.arange(0, TM, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, L))))[None, None, :, None]
+        e = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, L))))[None, None, None, :]
         g = lane // 4
         c = lane % 4
         SB = K // 256
@@ -255,62 +241,44 @@ fma.rn.f32 $3, n1, $15, $3;
             if PF > 0:
                 line = codes + (grp * SB * 512) + (sb0 + 1 + lane // 16) * 512 + (lane % 16) * 32 + e * 0
                 prefetch_l2(line, (lane // 16 < PF) & (lane // 16 < SPW - 1) & (e == 0))
-        # a lane's line for _pull: line lane % 16 of a super-block's 2 KB of codes, of group (lane // 16) % TM, one
-        # super-block further for lanes past 16 TM; one element a thread, the first pass's warps
-        half = lane // 16
-        more = half // TM
-        pfl = codes + (ng.to(gl.int64) * TM + half % TM) * (SB * 512) + (sb0 + more) * 512 + (lane % 16) * 32
-        pfm = (e == 0) & (tg == 0) & (pv == 0)
         pdl_enter(PDL)
         M = gl.minimum(gl.load(nreal_ptr), T)
         xe = (e % 2) + 8 * (e // 2)                    # x words: b0, b1 of the even k-step, then the odd one's
-        zero = gl.zeros((PW, W, 32, TM, 4), gl.float32, L)
-        if PW == 2:                                    # a pass's rows a set of warps (rows past M: masked)
-            xp, xsp = _x_ptrs(q, ds, 8 * pv, g, c, xe, e, sb0, KW, KS, False)
-            acc = zero
-            for i in range(SPW):
-                _pull(pfl, pfm, more, i, SPW, PF1)
-                n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
-                acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
-                c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
-            _store(out, acc, ng, 0, M, stride_om, L, TM, PW)
-        elif TWO and M > 8:                              # 9-16 rows: both passes in one sweep of the weights
+        zero = gl.zeros((W, 32, TM, 4), gl.float32, L)
+        if TWO and M > 8:                              # 9-16 rows: both passes in one sweep of the weights
             xp, xsp = _x_ptrs(q, ds, 0, g, c, xe, e, sb0, KW, KS, False)
             yp, ysp = _x_ptrs(q, ds, 8, g, c, xe, e, sb0, KW, KS, False)
             acc = zero
             acc8 = zero
             for i in range(SPW):
-                _pull(pfl, pfm, more, i, SPW, PF1)
                 n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
                 acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, False)
                 acc8 = _step(acc8, c0, c1, c2, c3, sg, sg8, dm, yp + i * 64, ysp + i * 16, KS, False)
                 c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
-            _store(out, acc, ng, 0, M, stride_om, L, TM, PW)
-            _store(out, acc8, ng, 8, M, stride_om, L, TM, PW)
+            _store(out, acc, ng, 0, M, stride_om, L, TM)
+            _store(out, acc8, ng, 8, M, stride_om, L, TM)
         else:
             for r0 in range(0, M, 8):
                 xp, xsp = _x_ptrs(q, ds, r0, g, c, xe, e, sb0, KW, KS, ONE)
                 acc = zero
                 if AHEAD == 2:
                     for i in range(SPW):
-                        _pull(pfl, pfm, more, i, SPW, PF1)
                         n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 2, SPW - 1), SB)
                         acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
                         c0, c1, c2, c3, sg, sg8, dm = p0, p1, p2, p3, psg, psg8, pdm
                         p0, p1, p2, p3, psg, psg8, pdm = n0, n1, n2, n3, nsg, nsg8, ndm
                 else:
                     for i in range(SPW):
-                        _pull(pfl, pfm, more, i, SPW, PF1)
                         n0, n1, n2, n3, nsg, nsg8, ndm = _weights(cp, sp, dp, gl.minimum(i + 1, SPW - 1), SB)
                         acc = _step(acc, c0, c1, c2, c3, sg, sg8, dm, xp + i * 64, xsp + i * 16, KS, ONE)
                         c0, c1, c2, c3, sg, sg8, dm = n0, n1, n2, n3, nsg, nsg8, ndm
-                _store(out, acc, ng, r0, M, stride_om, L, TM, PW)
+                _store(out, acc, ng, r0, M, stride_om, L, TM)
                 if r0 + 8 < M:                         # another pass: its first super-blocks again
                     c0, c1, c2, c3, sg, sg8, dm = _weights(cp, sp, dp, 0, SB)
                     if AHEAD == 2:
                         p0, p1, p2, p3, psg, psg8, pdm = _weights(cp, sp, dp, gl.minimum(1, SPW - 1), SB)
-        rows = ng * (16 * TM) + gl.arange(0, 16 * TM * W * PW, layout=Z) % (16 * TM)
-        zz = gl.zeros((16 * TM * W * PW,), gl.float32, Z)
+        rows = ng * (16 * TM) + gl.arange(0, 16 * TM * W, layout=Z) % (16 * TM)
+        zz = gl.zeros((16 * TM * W,), gl.float32, Z)
         for r in range(M, T):
             gl.store(out + r * stride_om + rows, zz)
 
@@ -351,11 +319,10 @@ def supports(w) -> bool:
 
 
 def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | None = None,
-                 tm: int | None = None, ahead: int | None = None, pw: int | None = None) -> tuple[torch.Tensor, int]:
+                 tm: int | None = None, ahead: int | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an int32 device scalar), zeros for the other rows:
     (part [1, T, N], 1). xq: x already quantized (engine.kernels.dp4a_gemv's (q, ds)), else quantized here.
-    nw, tm, ahead, pw: warps a K share, 16-row groups a warp, super-blocks loaded ahead, warps a K share in a
-    tile of more than 8 rows (PASS_WARPS), for measuring only.
+    nw, tm, ahead: warps a program, 16-row groups a warp, super-blocks loaded ahead, for measuring only.
     w: Q4_K in this kernel's code order (engine.kernels.packed.mma_order:
     for 16 weight rows, super-block sb and 64-value pair j, lane (g, c) of a warp loads one int32 x 4: bytes
     8c..8c+7 of the pair's 32 of row g, then of row g + 8, the MMA's A registers a0, a2, a1, a3 (k = 4c..4c+3
@@ -368,7 +335,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     t = x.shape[0]
     nw = nw or warps(w.n, w.k)
     tm = tm or groups(w.n, w.k, t)
-    pw = (pw or PASS_WARPS) if t > 8 else 1
     part = torch.empty((1, t, w.n), dtype=torch.float32, device=x.device)
     if t == 0:
         return part, 1
@@ -376,6 +342,6 @@ def matmul_parts(x: torch.Tensor, w, n_real: torch.Tensor, xq=None, nw: int | No
     _q4k_kernel[(w.n // (16 * tm),)](
         q.view(torch.int32), ds, n_real, t, w.codes.view(torch.int32), w.scales, w.sub.view(torch.int32), part,
         w.n, w.k, w.k // 4, w.k // 16, part.stride(1), w.k // 256 // nw, W=nw, TM=tm, ONE=t == 1, TWO=t > 8,
-        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, PW=pw, PF1=L1_AHEAD, num_warps=nw * pw,
+        AHEAD=ahead or loaded_ahead(w.n, t), PF=PREFETCH, num_warps=nw,
         enable_fp_fusion=False, **pdl.launch(x.device))
     return part, 1

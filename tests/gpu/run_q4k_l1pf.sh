@@ -5,6 +5,8 @@
 # each step (prefetch.global.L1). Kernel tests with it on, then the matrices at 1, 16:8 and 16 rows with
 # D = 0, 1, 2 (and PASS_WARPS 2 with D = 1). Needs only the wheels (carry [".wheels"] or [".whl"]); log
 # to $OUT/log.txt.
+# Ran once on an H100 at commit 02156a9 (2026-12-06): no gain (gate|up 16:8 32.5-34.0 us against 33.9, one
+# row 35.6-38.0 against 28.0); the kernel code was reverted: check it out from 02156a9 to rerun.
 set -euo pipefail
 W=.wheels; [ -d $W ] || W=.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl

@@ -5,6 +5,8 @@
 # every way), the matrices at 2-16 rows each way, Nsight Compute on gate 14336x4096 at 16 rows with 2,
 # then the 8B shape at 8 and 16 streams each way and a sampled batch-test at 12 slots. Logs to $OUT/log.txt.
 #   bash tests/gpu/run_q4k_pw.sh    carry [".whl"]    (E2E=0: stop after the matrices and the profile)
+# Ran once on an H100 at commit 02156a9 (2026-12-06): no faster at 16 rows (gate|up 50.1 us against 49.9),
+# slower at 16 with 8 real (50.2 against 33.9); the kernel code was reverted: check it out from 02156a9 to rerun.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1

@@ -3,7 +3,7 @@ ptxas) and report registers, stack (spills) and the instruction mix of the SASS:
 before spending device time on a kernel change (../shared METHOD: "read what costs no device time").
 
     python3 tests/gpu/sass_report.py q4k [TM] [WARPS] [ROWS]   (engine.kernels.q4k_mma for a ROWS-row tile: 1, 8
-    or 16; env AHEAD, MAXNREG, PW, PF1; reports the instruction mix of its longest loop too: the
+    or 16; env AHEAD, MAXNREG; reports the instruction mix of its longest loop too: the
     inner K loop, or in an 8-row tile the pass loop around it)
     python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
     PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
@@ -90,11 +90,10 @@ def compile_q4k(tm: int, warps: int, rows: int):
            "SPW": "i32"}
     order = list(fn.arg_names)
     const = {"W": warps, "TM": tm, "ONE": rows == 1, "TWO": rows > 8, "AHEAD": int(os.environ.get("AHEAD", "1")),
-             "PDL": True, "PF": 0, "PW": int(os.environ.get("PW", "1")) if rows > 8 else 1,
-             "PF1": int(os.environ.get("PF1", "0"))}
+             "PDL": True, "PF": 0}
     sig = {name: sig.get(name, "constexpr") for name in order}
     attrs = {(order.index(a),): [["tt.divisibility", 16]] for a in order if sig[a].startswith("*") or a in ("K", "KW", "KS")}
-    options = {"num_warps": warps * const["PW"], "enable_fp_fusion": False}
+    options = {"num_warps": warps, "enable_fp_fusion": False}
     if os.environ.get("MAXNREG"):
         options["maxnreg"] = int(os.environ["MAXNREG"])
     return triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs),
