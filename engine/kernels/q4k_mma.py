@@ -85,9 +85,6 @@ WARPS = int(os.environ.get("STRATA_Q4K_W", "0"))
 # one row from memory, 1 / 2 ahead: qkv 8.5 / 7.7 us, gate 14336x4096 15.6 / 13.1, down 15.4 / 13.3, but
 # gate|up 28672x4096 23.5 / 24.6: more registers, fewer programs resident)
 AHEAD = int(os.environ.get("STRATA_Q4K_AHEAD", "0"))
-# MEASURING ONLY, wrong results: 1 drops the mins' FMA from the per-element scaling, 2 its float conversion too
-# (how much of a tile's time that scaling costs): STRATA_Q4K_EPI_DROP
-DROP = int(os.environ.get("STRATA_Q4K_EPI_DROP", "0"))
 
 
 def available(device) -> bool:
@@ -110,10 +107,6 @@ if gluon is not None:
             r, d = ("a", "b")[e // 2], 20 + 4 * (e % 2) + 2 * h
             lines += [f"mad.lo.s32 q{e}, ${8 + e}, {r}, 0x4B400000;", f"sub.rn.f32 q{e}, q{e}, 0f4B400000;",
                       f"fma.rn.f32 ${e}, q{e}, ${d}, ${28 + e};", f"fma.rn.f32 ${4 + e}, m{r}, ${d + 1}, ${32 + e};"]
-            if DROP:                                   # measuring only (wrong sums): without the mins' FMA,
-                lines[-1] = f"mov.b32 ${4 + e}, ${32 + e};"       # and at 2 without the exact conversion too
-                if DROP > 1:
-                    lines[-3] = f"mov.b32 q{e}, q{e};"
         return "{\n.reg .b32 a, b, q0, q1, q2, q3, ma, mb, k;\n" + "\n".join(lines) + "\n}"
 
     _EPI = gl.constexpr(tuple(_epi_asm(s, False) for s in range(8)) + tuple(_epi_asm(s, True) for s in range(8)))

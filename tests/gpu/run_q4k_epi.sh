@@ -3,7 +3,8 @@
 # only: wrong sums) 1 drops the mins' FMA (16-row loop 982 -> 691 sm_90 instructions a super-block), 2 the exact
 # float conversion too (-> 570): the matrices at 1, 16:8 and 16 rows each way. If the time falls with the
 # instructions, an x quantized per 256 values (the scaling in integers, 2 instructions an element and sub-block
-# instead of 4) would pay. Needs only the wheels (carry [".wheels"] or [".whl"]); log to $OUT/log.txt.
+# instead of 4) would pay. The knob lives in commit 10a00ef only (not yet run on a GPU): check
+# engine/kernels/q4k_mma.py out from there to run this. Needs only the wheels (carry [".wheels"] or [".whl"]); log to $OUT/log.txt.
 set -euo pipefail
 W=.wheels; [ -d $W ] || W=.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl
