@@ -6,11 +6,7 @@
 # instead of 4) would pay. The knob lives in commit 10a00ef only (not yet run on a GPU): check
 # engine/kernels/q4k_mma.py out from there to run this. Needs only the wheels (carry [".wheels"] or [".whl"]); log to $OUT/log.txt.
 set -euo pipefail
-W=.wheels; [ -d $W ] || W=.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
+source "$(dirname "$0")/wheels_env.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 for d in 0 1 2; do
   echo "=== EPI_DROP=$d"

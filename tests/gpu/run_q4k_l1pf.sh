@@ -8,11 +8,7 @@
 # Ran once on an H100 at commit 02156a9 (2026-12-06): no gain (gate|up 16:8 32.5-34.0 us against 33.9, one
 # row 35.6-38.0 against 28.0); the kernel code was reverted: check it out from 02156a9 to rerun.
 set -euo pipefail
-W=.wheels; [ -d $W ] || W=.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
+source "$(dirname "$0")/wheels_env.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 rc=0
 STRATA_Q4K_L1PF=1 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_q4k_mma.py 2>&1 | tail -3 || rc=1

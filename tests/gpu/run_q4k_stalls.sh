@@ -6,11 +6,7 @@
 # H100, 2026-12-06: 1 / 16:8 / 16 rows 20.9 / 21.7 / 30.8 us, 4.61 / 4.71 / 7.27 M warp instructions, issue slots
 # 25-27% busy, long-scoreboard stalls 8.7 / 3.3 / 3.2 cycles an issued instruction, L1 data pipe 30 / 53 / 60% busy.
 set -euo pipefail
-W=.wheels; [ -d $W ] || W=.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu-out}; mkdir -p "$OUT"
-exec > >(tee "$OUT/log.txt") 2>&1
+source "$(dirname "$0")/wheels_env.sh"
 M="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,gpu__time_duration.sum"
 M+=",l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 M+=",l1tex__data_pipe_lsu_wavefronts_mem_global_op_ld.sum,l1tex__t_sector_hit_rate.pct,smsp__inst_executed.sum"
