@@ -34,6 +34,8 @@ SYNTHETIC_LAYOUTS = [
     ("qwen35", "cpu,cpu,cpu", "2,4", 3, 1, 0, 4, 0.0),
     ("qwen35moe", "cpu,cpu", "3", 4, 2, 3, 1, 0.0),
     ("qwen3next", "cpu,cpu", "auto", 4, 2, 2, 1, 0.7),
+    ("llama", "cpu,cpu,cpu,cpu", "auto", 8, 4, 3, 1, 0.0),     # issue 21's layouts on four CPU stages
+    ("qwen3moe", "cpu,cpu,cpu,cpu", "auto", 4, 4, 2, 1, 0.8),
 ]
 
 
