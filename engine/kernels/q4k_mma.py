@@ -48,7 +48,7 @@ evict_first; the kernel waits on its weights, not on x (it was left out).
 At 9-16 rows the time follows the instructions (H100, 2026-12-06, Nsight Compute on gate 14336x4096,
 tests/gpu/run_q4k_stalls.sh): 16 rows 30.8 us and 7.27 M warp instructions, 16 with 8 real 21.7 us and 4.71 M,
 issue slots 27% busy in both, the warps waiting on loads (long scoreboard, 3.2 cycles an issued
-instruction), the L1 data pipe 54-60% busy; the second pass adds its x loads and its per-element scaling.
+instruction), the L1 data pipe 53-60% busy; the second pass adds its x loads and its per-element scaling.
 Tried there and reverted (us at 16:8 / 16 rows, weights from memory, gate|up 28672x4096 33.9 / 49.9 as is):
 the two passes in warps of their own (252 -> 128 registers, twice the warps resident; 50.2 / 50.1: commit
 02156a9, run_q4k_pw.sh); each step pulling the code lines of the next one or two super-blocks into L1
