@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -117,32 +118,60 @@ def verdict_line(ref, o) -> tuple[str, int]:
     return f"slot {d.slot}: IDENTICAL ({len(o.tokens)} tokens, logits max|diff| 0){acc}", 0
 
 
+@dataclass
+class References:
+    """The prompts and what each gave alone (the second turn's too with --follow-up)."""
+    sp: SamplingParams
+    lengths: list[int] | None
+    first: list[str]
+    second: list[str]
+    reference: dict
+    reference2: dict
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = engine_config_from_args(args)
+    # the reference engine is closed before the layout under test loads: a model of over half a GPU fits
+    # there once only
+    refs = references(cfg, args)
+    if refs is None:
+        return 1
     with local_client(cfg) as eng:
-        return compare(eng, cfg, args)
+        return compare(eng, cfg, args, refs)
 
 
-def compare(eng, cfg, args: argparse.Namespace) -> int:
-    """Run one prompt per slot at once on `eng` (an engine client loaded with cfg's layout; `strata soak`
-    passes the worker it has just soaked) against each prompt alone on a fresh one-stage engine; print
-    the report, return the exit code."""
+def references(cfg, args: argparse.Namespace) -> References | None:
+    """Each slot's prompt alone on a fresh one-stage, one-slot engine without drafts (None on a failure)."""
     sp = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                         max_tokens=args.max_tokens, ignore_eos=True)
     solo = msgspec.structs.replace(cfg, devices=cfg.devices.split(",")[0], layer_split="auto", parallel=1,
                                    batch_groups="auto", spec=1, piped_mtp=0)
     lengths = prompt_lengths(getattr(args, "prompt_tokens", ""), cfg.parallel)
-    follow_up = getattr(args, "follow_up", False)
     with local_client(solo) as ref_eng:
         wpt = filler_words_per_token(ref_eng) if lengths else 0.0
         first = [prompt_of(i, lengths, wpt) for i in range(cfg.parallel)]
         reference = run_reference(ref_eng, requests(cfg.parallel, sp, "s", first))
         if reference is None:
-            return 1
+            return None
         second = [first[i] + reference[str(i)].text + FOLLOW_UP for i in range(cfg.parallel)]
-        reference2 = run_reference(ref_eng, requests(cfg.parallel, sp, "t", second), fresh=True) if follow_up else {}
-        if reference2 is None:
-            return 1
+        reference2 = {}
+        if getattr(args, "follow_up", False):
+            reference2 = run_reference(ref_eng, requests(cfg.parallel, sp, "t", second), fresh=True)
+            if reference2 is None:
+                return None
+    return References(sp, lengths, first, second, reference, reference2)
+
+
+def compare(eng, cfg, args: argparse.Namespace, refs: References | None = None) -> int:
+    """Run one prompt per slot at once on `eng` (an engine client loaded with cfg's layout; `strata soak`
+    passes the worker it has just soaked) against each prompt alone (refs, or `references` run now on a
+    second engine); print the report, return the exit code."""
+    refs = refs or references(cfg, args)
+    if refs is None:
+        return 1
+    sp, lengths, first, second, reference, reference2 = (refs.sp, refs.lengths, refs.first, refs.second,
+                                                         refs.reference, refs.reference2)
+    follow_up = bool(refs.reference2)
     eff = eng.ready.config
     together = run_together(eng, requests(cfg.parallel, sp, "b", first))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)

@@ -110,12 +110,17 @@ class EngineCore:
                            draft_ms=parts.get("draft", []), depth=depth if "draft" in parts else 0)
 
     def unload(self, reason: str = "abort", error: str = "") -> None:
-        if self.model is not None:
+        had = self.model is not None
+        if had:
             self.model.pipeline.close()
         if self.scheduler is not None:
             self.scheduler.abort_all(reason, error)
         self.model = self.scheduler = None
         gc.unfreeze()            # (the model's objects collectable again)
+        if had:                  # its GPU memory back to the driver: the next model's check of what is free,
+            gc.collect()         # the memory figures and other processes see it (torch keeps freed blocks)
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
 
     def add_request(self, msg: AddRequest) -> None:
         if self.model is None:

@@ -34,8 +34,9 @@ def parse_devices(spec: str) -> list[str]:
 
 
 def free_bytes(device: str) -> int:
-    if device.startswith("cuda"):
-        return torch.cuda.mem_get_info(torch.device(device))[0]
+    if device.startswith("cuda"):     # (with blocks this process's allocator holds unused)
+        dev = torch.device(device)
+        return torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
     return psutil.virtual_memory().available
 
 

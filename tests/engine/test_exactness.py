@@ -142,3 +142,33 @@ def test_follow_up_without_reuse_is_an_error(capsys, synthetic, monkeypatch):
     lines = [line for line in out.splitlines() if line.startswith("slot ")]
     assert rc == 1 and all("IDENTICAL" in line for line in lines[:2]), out
     assert all("ERROR no prefix reused" in line for line in lines[2:]), out
+
+
+def test_batch_test_holds_one_engine_at_a_time(capsys, monkeypatch, synthetic):
+    """The reference engine is closed before the layout under test loads (a model of over half a GPU fits
+    there once only: GLM-4.5-Air's shape on an 80 GB card)."""
+    from app import cmd_batch_test
+
+    opened = cmd_batch_test.local_client
+    live, most = [], []
+
+    class Counted:
+        def __init__(self, cfg, *a, **kw):
+            self.client = opened(cfg, *a, **kw)
+            live.append(self)
+            most.append(len(live))
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def __enter__(self):
+            return self.client
+
+        def __exit__(self, *exc):
+            self.client.close()
+            live.remove(self)
+
+    monkeypatch.setattr(cmd_batch_test, "local_client", Counted)
+    rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 6)
+    assert_identical(rc, out, 2)
+    assert max(most) == 1 and len(most) == 2 and not live, most
