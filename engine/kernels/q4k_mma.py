@@ -53,7 +53,11 @@ Tried there and reverted (us at 16:8 / 16 rows, weights from memory, gate|up 286
 the two passes in warps of their own (252 -> 128 registers, twice the warps resident; 50.2 / 50.1: commit
 02156a9, run_q4k_pw.sh); each step pulling the code lines of the next one or two super-blocks into L1
 (ptxas sinks the next super-block's loads to the end of the loop body; 32.5-34.0 / 49.7-52.3, one row 28.0
--> 35.6: run_q4k_l1pf.sh); both passes sharing each sub-block's weight side (run_q4k_share.sh).
+-> 35.6: run_q4k_l1pf.sh); both passes sharing each sub-block's weight side (run_q4k_share.sh); x rounded per
+256 values so the scaling sums in int32 (29% fewer instructions at 16 rows; branch issue11-x256, run_q4k_x256.sh,
+H100: per 32 / per 256, gate|up 16:8 33.9 / 32.5, 16 49.4 / 46.9, down 16 26.2 / 23.6, but down at one row 15.4
+/ 19.0; Gemma 3 270M's perplexity unchanged within noise, tests/gpu/x_quant_ppl.py). Fewer instructions gave
+5-10% where they were 29% fewer: the 16-row tile waits on its loads, with 252 registers a warp and 8 warps an SM.
 Importing this module imports triton; the kernel needs Gluon (triton 3.6+) and an sm_80+ GPU.
 """
 from __future__ import annotations
