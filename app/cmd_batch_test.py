@@ -169,11 +169,8 @@ def compare(eng, cfg, args: argparse.Namespace, refs: References | None = None) 
     refs = refs or references(cfg, args)
     if refs is None:
         return 1
-    sp, lengths, first, second, reference, reference2 = (refs.sp, refs.lengths, refs.first, refs.second,
-                                                         refs.reference, refs.reference2)
-    follow_up = bool(refs.reference2)
     eff = eng.ready.config
-    together = run_together(eng, requests(cfg.parallel, sp, "b", first))
+    together = run_together(eng, requests(cfg.parallel, refs.sp, "b", refs.first))
     stages = " | ".join(f"{s.device}:{s.first_layer}-{s.end_layer - 1}" for s in eff.stages)
     print(f"# layout: stages [{stages}], {eff.parallel} slots in groups {eff.groups}, draft {eff.draft} "
           f"spec {eff.spec} piped-mtp {eff.piped_mtp}{' (MTP layer ' + Path(eff.mtp_file).name + ')' if eff.mtp_file else ''}"
@@ -181,20 +178,20 @@ def compare(eng, cfg, args: argparse.Namespace, refs: References | None = None) 
           f"T={args.temperature} seed={args.seed}")
     for note in eff.fallbacks:
         print(f"# note: {note}")
-    if lengths:
-        print(f"# prompts of {', '.join(str(reference[str(i)].done.prompt_tokens) for i in range(cfg.parallel))} "
-              f"tokens")
+    if refs.lengths:
+        counts = ", ".join(str(refs.reference[str(i)].done.prompt_tokens) for i in range(cfg.parallel))
+        print(f"# prompts of {counts} tokens")
     codes = set()
     for i in range(cfg.parallel):
-        line, code = verdict_line(reference[str(i)], together[f"b{i}"])
+        line, code = verdict_line(refs.reference[str(i)], together[f"b{i}"])
         print(line)
         codes.add(code)
-    if follow_up:
+    if refs.reference2:                         # (--follow-up)
         print("# follow-up turn: each slot's prompt + the reference's reply + a question, on the slots that "
               "hold the first prompts (the reference reads it afresh)")
-        again = run_together(eng, requests(cfg.parallel, sp, "c", second))
+        again = run_together(eng, requests(cfg.parallel, refs.sp, "c", refs.second))
         for i in range(cfg.parallel):
-            line, code = verdict_line(reference2[str(i)], again[f"c{i}"])
+            line, code = verdict_line(refs.reference2[str(i)], again[f"c{i}"])
             reused = again[f"c{i}"].done.cached_tokens
             if reused == 0 and code == 0:
                 line, code = f"slot {again[f'c{i}'].done.slot}: ERROR no prefix reused (the check proves nothing)", 1

@@ -158,9 +158,6 @@ def test_batch_test_holds_one_engine_at_a_time(capsys, monkeypatch, synthetic):
             live.append(self)
             most.append(len(live))
 
-        def __getattr__(self, name):
-            return getattr(self.client, name)
-
         def __enter__(self):
             return self.client
 
