@@ -36,6 +36,11 @@ l8b_and_smol() {   # the two shapes most scripts bench: $M/l8b.gguf (llama-3-8b 
   $S make-model --arch llama --shape llama-3-8b --qtype Q4_K --out $M/l8b.gguf >/dev/null
   $S make-model --arch llama --shape smollm2-135m --qtype Q4_1 --out $M/smol.gguf >/dev/null
 }
+glm_air() {   # the glm4moe GLM-4.5-Air-shape file in /dev/shm, made if absent (experts IQ4_XS, or QTYPE_MAP's map)
+  GLM=/dev/shm/glm-air${QTYPE_MAP:+-map}.gguf
+  [ -f $GLM ] || $S make-model --arch glm4moe --shape glm-4.5-air --qtype Q4_K \
+    --qtype-map "${QTYPE_MAP:-*_exps.weight=IQ4_XS}" --out $GLM >/dev/null
+}
 exact_layouts() {   # batch-tests of the layouts that cross streams, stages and graphs (8B and SmolLM2 made first)
   local ngpu dev2 bt="timeout 150 $S batch-test --max-tokens 24"
   ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')

@@ -7,8 +7,6 @@ set -euo pipefail
 BUILD_ONLY=1 bash "$(dirname "$0")/run_llama_cpp.sh"
 source "$(dirname "$0")/env.sh"
 exec > >(tee -a "$OUT/log.txt") 2>&1
-F=/dev/shm/glm-air.gguf
-[ -f $F ] || $S make-model --arch glm4moe --shape glm-4.5-air --qtype Q4_K --qtype-map '*_exps.weight=IQ4_XS' \
-  --out $F >/dev/null
-check "llama-bench glm-4.5-air" timeout 300 /tmp/llama.cpp/build/bin/llama-bench -m $F -ngl 99 -p 512 -n 128 -r 2
+glm_air
+check "llama-bench glm-4.5-air" timeout 300 /tmp/llama.cpp/build/bin/llama-bench -m $GLM -ngl 99 -p 512 -n 128 -r 2
 summary

@@ -8,9 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader
-F=/dev/shm/glm-air-${QTYPE_MAP:+map}.gguf
-[ -f $F ] || $S make-model --arch glm4moe --shape glm-4.5-air --qtype Q4_K \
-  --qtype-map "${QTYPE_MAP:-*_exps.weight=IQ4_XS}" --out $F >/dev/null
+glm_air; F=$GLM
 check "bench glm-4.5-air 1 stream" timeout 150 $S bench --model $F --devices cuda:0 --streams 1 --parallel 1 \
   --max-tokens 64 --prompt-tokens 512 --ctx 2048
 check "profile_stage glm-4.5-air 1 4" timeout 200 python3 tests/gpu/profile_stage.py $F 1 4
