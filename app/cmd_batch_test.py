@@ -28,6 +28,7 @@ from app.cmd_bench import bench_prompt, filler_words_per_token
 from app.engine_flags import add_engine_flags, engine_config_from_args
 from app.local_engine import local_client
 from app.run_requests import run_together
+from engine.loader import place
 from engine.messages import AddRequest, SamplingParams
 
 PROMPTS = [
@@ -131,6 +132,7 @@ class References:
 
 def run(args: argparse.Namespace) -> int:
     cfg = engine_config_from_args(args)
+    place(cfg)        # a bad layout, file or size is said now, not after the reference has run
     # the reference engine is closed before the layout under test loads: a model of over half a GPU fits
     # there once only
     refs = references(cfg, args)

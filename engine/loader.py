@@ -244,8 +244,26 @@ def load_model(config: EngineConfig, progress=lambda f, m: None) -> LoadedModel:
     return _load_model(config, progress)
 
 
-def _load_model(config: EngineConfig, progress) -> LoadedModel:
-    t0 = time.perf_counter()
+@dataclass
+class Placement:
+    """What a configuration loads, checked against the file and the devices' free memory before any weight
+    is read: the stage start layers and the notes on what falls back."""
+    path: str
+    gf: GGUFFile
+    cfg: ModelConfig
+    devices: list[str]
+    ctx: int
+    groups: layout.GroupLayout
+    dtype: torch.dtype
+    decode_kernel: str
+    plan: DraftPlan
+    starts: list[int]
+    notes: list[str]
+
+
+def place(config: EngineConfig, progress=lambda f, m: None) -> Placement:
+    """The file's header against the configuration (raises ModelFileError, ConfigError, OutOfMemoryError):
+    `strata batch-test` runs it before its reference so that a bad layout is said at once."""
     notes: list[str] = []
     path = resolve_model(config.model)
     progress(0.0, f"reading {Path(path).name}")
@@ -282,6 +300,14 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
     if cfg.ssm_conv:                      # a hybrid: what a slot's state ring holds (engine.gdn)
         plan.max_depth = STATE_RING - cfg.ssm_conv
     starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
+    return Placement(str(path), gf, cfg, devices, ctx, groups, dtype, decode_kernel, plan, starts, notes)
+
+
+def _load_model(config: EngineConfig, progress) -> LoadedModel:
+    t0 = time.perf_counter()
+    p = place(config, progress)
+    path, gf, cfg, devices, ctx, groups = p.path, p.gf, p.cfg, p.devices, p.ctx, p.groups
+    dtype, decode_kernel, plan, starts, notes = p.dtype, p.decode_kernel, p.plan, p.starts, p.notes
     ends = starts[1:] + [cfg.n_layers]
     threads = cpu_threads(devices, notes)
     tok = Tokenizer.from_gguf(gf)

@@ -169,3 +169,16 @@ def test_batch_test_holds_one_engine_at_a_time(capsys, monkeypatch, synthetic):
     rc, out = batch_test(capsys, "--model", synthetic("llama"), "--parallel", 2, "--max-tokens", 6)
     assert_identical(rc, out, 2)
     assert max(most) == 1 and len(most) == 2 and not live, most
+
+
+def test_batch_test_checks_the_layout_before_the_reference(capsys, monkeypatch, synthetic):
+    """A layer split the file cannot take is said at once: no engine (not even the reference's) loads."""
+    from app import cmd_batch_test
+
+    opened = []
+    monkeypatch.setattr(cmd_batch_test, "local_client", lambda *a, **kw: opened.append(a))
+    rc = main(["batch-test", "--model", str(synthetic("llama")), "--devices", "cpu,cpu", "--layer-split", "99",
+               "--parallel", "2", "--max-tokens", "4"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--layer-split 99" in err and "out of range" in err, err
+    assert opened == []
