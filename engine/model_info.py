@@ -39,8 +39,11 @@ RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
 
 
 def gpu_matrix_bytes(t) -> int:
-    """Bytes a GPU stage keeps for a tensor: as stored, or RUN_INT8's planes."""
-    return t.n_elements * 9 // 8 if t.qtype.name in RUN_INT8 and len(t.shape) > 1 else t.nbytes
+    """Bytes a GPU stage keeps for a tensor: as stored, or RUN_INT8's planes, or Q5_0 as Q8_0's (8.5 bits
+    per value: engine.kernels.packed)."""
+    if len(t.shape) > 1 and t.qtype.name in RUN_INT8:
+        return t.n_elements * 9 // 8
+    return t.n_elements * 17 // 16 if len(t.shape) > 1 and t.qtype.name == "Q5_0" else t.nbytes
 
 
 def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:

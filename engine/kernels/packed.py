@@ -16,7 +16,10 @@ With the tensor-core decode kernel (engine.kernels.q4k_mma, `MMA_Q4K`), a GPU st
 each 16 rows' codes are still one run of 16 * K/2 bytes, so stacks and row ranges in steps of 16 work
 as before, and the prompt kernels read them through the same index map (`kind` 7).
 
-IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
+Q5_0 takes Q8_0's planes (its codes - 16 as int8, d as it is: 8.5 bits per weight where the file
+has 5.5), so its matrices run the int8 kernels instead of the GGUF-layout ones: llama-quantize gives
+Q5_0 to the matrices of a Q4_K file whose rows are not a multiple of 256 (GLM-4.5-Air's down experts
+and shared expert, K = 1408). IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
 lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
 and IQ1_S take Q8_0's planes with float32 scales: each value is a float32 factor per 32-value run
@@ -39,8 +42,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from engine.quant_kquants import scale_min_k4
 
 RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
-PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.IQ4_NL, QT.IQ4_XS}) | RUN_INT8_TYPES
-KIND = {QT.Q8_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.IQ4_NL, QT.IQ4_XS}) | RUN_INT8_TYPES
+KIND = {QT.Q8_0: 1, QT.Q5_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
         **{t: 1 for t in RUN_INT8_TYPES}}
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
@@ -103,6 +106,11 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
     f16 = lambda lo: b[..., lo:lo + 2].contiguous().view(torch.float16).squeeze(-1)  # noqa: E731
     if qtype == QT.Q8_0:
         return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
+    if qtype == QT.Q5_0:               # Q8_0's planes: the codes q - 16 as int8, d as it is
+        from engine.quant import fifth_bits, nibbles
+
+        q = nibbles(b[..., 6:22].reshape(-1, 16)) | fifth_bits(b[..., 2:6].reshape(-1, 4))
+        return Packed(qtype, n, k, (q.to(torch.int16) - 16).to(torch.int8).reshape(n, k), f16(0).contiguous())
     if qtype in RUN_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
     if qtype == QT.Q4_0:
@@ -188,7 +196,7 @@ def _nibbles(codes: torch.Tensor, group: int) -> torch.Tensor:
 def unpack(p: Packed) -> torch.Tensor:
     """The float32 values [N, K], with engine.quant's operations (bit-identical to it)."""
     n, k = p.n, p.k
-    if p.kind == 1:                               # Q8_0 and the run-int8 IQ types
+    if p.kind == 1:                               # Q8_0, Q5_0 and the run-int8 IQ types
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
     if p.qtype in IQ4_TYPES:
         from engine.quant_iquants import table

@@ -32,9 +32,9 @@ def stack(qt, n, k, seed) -> QuantTensor:
     return t
 
 
-def experts(qt) -> SimpleNamespace:
+def experts(qt, down=None) -> SimpleNamespace:
     return SimpleNamespace(router=object(), gate_exps=stack(qt, F, D, 1), up_exps=stack(qt, F, D, 2),
-                           down_exps=stack(qt, D, F, 3))
+                           down_exps=stack(down or qt, D, F, 3))
 
 
 def tile_inputs(t: int, seed: int):
@@ -63,15 +63,17 @@ def reference(dg, fused, lw, h, w, sel, n):
     return out
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q8_0, QT.Q4_0, QT.IQ4_XS], ids=lambda t: t.name)
-def test_routed_experts_are_each_rows_own_experts(mg, qt, monkeypatch):
+# (Q4_K, Q5_0): a Q4_K file's stacks where the down experts' K is not a multiple of 256 (GLM-4.5-Air)
+@pytest.mark.parametrize("qt,down", [(QT.Q4_K, None), (QT.Q8_0, None), (QT.Q4_0, None), (QT.IQ4_XS, None),
+                                     (QT.Q4_K, QT.Q5_0)], ids=lambda t: t.name if t else "")
+def test_routed_experts_are_each_rows_own_experts(mg, qt, down, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
     import engine.kernels.packed as packed
 
     monkeypatch.setattr(packed, "GPU_IQ4", True)
 
-    lw = experts(qt)
+    lw = experts(qt, down)
     assert mg.supports(lw)
     t = 6
     h, sel, w, gen = tile_inputs(t, 4)

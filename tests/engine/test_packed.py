@@ -23,7 +23,8 @@ TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 # The types a matmul kernel's tests run: the four run-int8 IQ types pack to the same planes (int8 codes, a
 # float32 scale per 32 values, kind 1: test_run_int8_types_are_q8_planes_with_float32_scales), so every
 # kernel runs the same code on each of them; IQ3_S stands for the four (their values are checked above).
-KERNEL_TYPES = [t for t in TYPES if t not in RUN_INT8_TYPES or t == QT.IQ3_S]
+# Q5_0 packs to Q8_0's planes exactly (test_q5_0_is_q8_planes), so Q8_0 stands for it too.
+KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t != QT.Q5_0]
 
 
 def blocks(qt, n, k, seed=0):
@@ -56,6 +57,21 @@ def test_run_int8_types_are_q8_planes_with_float32_scales():
         p = pack(blocks(qt, 3, 512), qt, 512)
         assert p.kind == 1 and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
         assert p.nbytes == 3 * 512 * 9 // 8 and p.codes.abs().max() > 1
+
+
+def test_q5_0_is_q8_planes():
+    """Q5_0 (llama-quantize's type for a Q4_K file's matrices with K not a multiple of 256) becomes Q8_0's
+    planes: int8 codes q - 16, the float16 d per 32; the values exact (test_unpack_is_bit_identical_to_
+    engine_quant), and the GPU memory estimate counts its 8.5 bits per value."""
+    from types import SimpleNamespace
+
+    from engine.model_info import gpu_matrix_bytes
+
+    p = pack(blocks(QT.Q5_0, 3, 1408), QT.Q5_0, 1408)
+    assert p.kind == 1 and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float16
+    assert p.codes.min() == -16 and p.codes.max() == 15
+    t = SimpleNamespace(qtype=QT.Q5_0, shape=(1408, 3), n_elements=3 * 1408, nbytes=3 * 1408 * 22 // 32)
+    assert gpu_matrix_bytes(t) == p.nbytes == 3 * 1408 * 17 // 16
 
 
 def test_stacked_rows_are_views_of_the_same_values():
