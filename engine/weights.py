@@ -56,6 +56,7 @@ class LayerWeights:
     bq: torch.Tensor | None = None     # glm4moe: q, k, v biases
     bk: torch.Tensor | None = None
     bv: torch.Tensor | None = None
+    bqkv: torch.Tensor | None = None   # the three side by side (the GPU block's q|k|v kernel adds them)
     exp_probs_b: torch.Tensor | None = None    # sigmoid routing: added to the scores to select experts
     gate_shexp: QuantTensor | None = None      # shared experts (glm4moe), run on every row
     up_shexp: QuantTensor | None = None
@@ -172,6 +173,8 @@ class WeightLoader:
             lw.wv, lw.wo = self.matrix(p + "attn_v.weight", device), self.matrix(p + "attn_output.weight", device)
             lw.q_norm, lw.k_norm = opt_v("attn_q_norm.weight"), opt_v("attn_k_norm.weight")
             lw.bq, lw.bk, lw.bv = opt_v("attn_q.bias"), opt_v("attn_k.bias"), opt_v("attn_v.bias")
+            if lw.bq is not None:
+                lw.bqkv = torch.cat((lw.bq, lw.bk, lw.bv))
             lw.qkv = stack_packed([lw.wq, lw.wk, lw.wv])
         if self.cfg.layer_is_moe(i):
             lw.router = self.matrix(p + "ffn_gate_inp.weight", device, gemm=False)     # tiles of its real rows

@@ -61,7 +61,7 @@ def _q8(T: int, k: int, mats: list, device):
 
 
 def supports(cfg, lw) -> bool:
-    return (lw.w_gate is not None or lw.router is not None) and lw.wq is not None and lw.bq is None \
+    return (lw.w_gate is not None or lw.router is not None) and lw.wq is not None \
         and not cfg.attn_gate \
         and cfg.rope_dim % 2 == 0 \
         and cfg.rope_dim <= cfg.head_dim and cfg.head_dim & (cfg.head_dim - 1) == 0
@@ -84,7 +84,7 @@ def run_block_cuda(lw, cfg, layer: int, x: torch.Tensor, tile, k_cache: torch.Te
     part, s = _parts(h, [lw.wq, lw.wk, lw.wv], lw.qkv, tile.n_dev, q8)
     q = fused.qkv_rope_kv(part, s, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_dim, cfg.rope_neox,
                           rope[0], rope[1], tile.slot, tile.pos, k_cache, v_cache, lw.q_norm, lw.k_norm, eps,
-                          torch.float32)
+                          torch.float32, lw.bqkv)
     q8 = _q8(T, cfg.n_heads * cfg.head_dim, [lw.wo], x.device) if cfg.head_dim % 32 == 0 else None
     a = tile_attention(q, k_cache, v_cache, tile.slot, tile.pos, cfg.layer_window(layer), cfg.attn_scale, dt,
                        tile.n_dev, q8)

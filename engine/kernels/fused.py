@@ -101,9 +101,9 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, out_dtype=torch.float
 
 @triton.jit
 def _qkv_kernel(part_ptr, S, stride_ps, stride_pm, q_ptr, stride_qt, k_ptr, v_ptr, stride_cs, stride_cp,
-                stride_ch, slot_ptr, pos_ptr, cos_ptr, sin_ptr, stride_r, qn_ptr, kn_ptr, eps,
+                stride_ch, slot_ptr, pos_ptr, cos_ptr, sin_ptr, stride_r, qn_ptr, kn_ptr, eps, b_ptr,
                 H: tl.constexpr, KVH: tl.constexpr, HD: tl.constexpr, HALF: tl.constexpr,
-                NEOX: tl.constexpr, QKNORM: tl.constexpr, PDL: tl.constexpr):
+                NEOX: tl.constexpr, QKNORM: tl.constexpr, BIAS: tl.constexpr, PDL: tl.constexpr):
     pdl.enter(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)                       # [0, H): query heads, [H, H + KVH): key/value heads
@@ -124,6 +124,9 @@ def _qkv_kernel(part_ptr, S, stride_ps, stride_pm, q_ptr, stride_qt, k_ptr, v_pt
     row = part_ptr + t.to(tl.int64) * stride_pm + col
     xs = _sum_parts(row, S, stride_ps, d, d < HD)
     xp = _sum_parts(row, S, stride_ps, pd, d < HD)
+    if BIAS:                                   # (glm4moe) q|k|v's bias, before the norms and RoPE
+        xs += tl.load(b_ptr + col + d)
+        xp += tl.load(b_ptr + col + pd)
     if QKNORM:
         wq = tl.load(qn_ptr + d)
         wk = tl.load(kn_ptr + d)
@@ -144,14 +147,17 @@ def _qkv_kernel(part_ptr, S, stride_ps, stride_pm, q_ptr, stride_qt, k_ptr, v_pt
     is_kv = hv >= H
     tl.store(k_ptr + at, y.to(k_ptr.dtype.element_ty), mask=is_kv)
     v = _sum_parts(part_ptr + t.to(tl.int64) * stride_pm + (H + KVH) * HD + kvh * HD, S, stride_ps, d, is_kv)
+    if BIAS:
+        v += tl.load(b_ptr + (H + KVH) * HD + kvh * HD + d)
     tl.store(v_ptr + at, v.to(v_ptr.dtype.element_ty), mask=is_kv)
 
 
 def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: int, rope_dim: int,
                 neox: bool, cos: torch.Tensor, sin: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-                k_cache: torch.Tensor, v_cache: torch.Tensor, q_norm, k_norm, eps: float, q_dtype) -> torch.Tensor:
-    """part [S, T, (H + 2 KVH) * hd] partial sums of q|k|v. Writes k, v at each row's (slot, pos);
-    returns the rotated q [T, H, hd] in q_dtype."""
+                k_cache: torch.Tensor, v_cache: torch.Tensor, q_norm, k_norm, eps: float, q_dtype,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """part [S, T, (H + 2 KVH) * hd] partial sums of q|k|v (plus bias, float32 q|k|v, where given).
+    Writes k, v at each row's (slot, pos); returns the rotated q [T, H, hd] in q_dtype."""
     T = part.shape[1]
     q = torch.empty((T, n_heads, head_dim), dtype=q_dtype, device=part.device)
     if T == 0:
@@ -162,8 +168,9 @@ def qkv_rope_kv(part: torch.Tensor, S: int, n_heads: int, n_kv: int, head_dim: i
     _qkv_kernel[(T, n_heads + n_kv)](
         part, S, part.stride(0), part.stride(1), q, q.stride(0), k_cache, v_cache, k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), slot, pos, cos, sin, cos.stride(0),
-        q_norm if qk else cos, k_norm if qk else cos, float(eps),
-        H=n_heads, KVH=n_kv, HD=head_dim, HALF=rope_dim // 2, NEOX=bool(neox), QKNORM=qk, num_warps=1,
+        q_norm if qk else cos, k_norm if qk else cos, float(eps), bias if bias is not None else cos,
+        H=n_heads, KVH=n_kv, HD=head_dim, HALF=rope_dim // 2, NEOX=bool(neox), QKNORM=qk,
+        BIAS=bias is not None, num_warps=1,
         **pdl.launch(part.device))
     return q
 

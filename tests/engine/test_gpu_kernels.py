@@ -105,9 +105,10 @@ def _block_case(synthetic, arch, qtype, n_rows=16, seed=4):
     return cfg, lw, rope, k, v, rows, x
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3", "glm4moe"])
 def test_fast_block_matches_torch_block(kernels, synthetic, arch):
-    """Same function as the torch path (float32 weights; a few rounding steps differ)."""
+    """Same function as the torch path (float32 weights; a few rounding steps differ). glm4moe: q, k, v
+    biases (added by the q|k|v kernel), routed and shared experts."""
     from engine.block import attention_part, ffn_part
 
     fb = kernels["fast_block"]
