@@ -50,6 +50,10 @@ def main() -> int:
     layer = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 0
     lw = WeightLoader(gf, cfg, torch.bfloat16).layer(layer, "cuda:0")
     d, ff, k = cfg.n_embd, lw.gate_exps.shape[1], cfg.n_expert_used
+    kept = [s.qtype.name for s in (lw.gate_exps, lw.up_exps, lw.down_exps) if s.packed is None]
+    if kept:        # (engine.kernels.packed.PACKED_TYPES): the layer runs engine.block.moe's per-expert loop
+        print(f"layer {layer}: expert stacks of type {', '.join(kept)} have no repacked form: no device kernels")
+        return 1
     gu_b = (lw.gate_exps.packed.nbytes + lw.up_exps.packed.nbytes) / lw.gate_exps.shape[0]   # one expert's
     dn_b = lw.down_exps.packed.nbytes / lw.down_exps.shape[0]
     print(f"layer {layer}: {lw.gate_exps.shape[0]} experts, top {k}, d {d}, ff {ff}, "
