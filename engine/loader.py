@@ -17,7 +17,7 @@ from engine.config import STATE_RING, ModelConfig, check_tensor_shapes, model_co
 from engine.draft_chain import chains_drafts
 from engine.draft_guard import guards
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
-from engine.errors import ConfigError, ModelFileError
+from engine.errors import ConfigError, ModelFileError, OutOfMemoryError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
 from engine.model_files import MTP_BASE_BYTES, mtp_sidecar, resolve_model
@@ -222,6 +222,25 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     return starts
 
 
+def _capture_tiles(stages: list[Stage], pipeline: Pipeline) -> None:
+    """Every stage's tile graphs, one stage at a time, before any stage thread makes CUDA calls. A GPU out
+    of memory here (the weights fitted, the graphs' buffers did not: CUDA says so as an AcceleratorError
+    at the capture's end) becomes the load's OutOfMemoryError, with what to change."""
+    if any(s.use_graph for s in stages):   # the load's freed temporaries: a graph's memory pool is its own
+        torch.cuda.empty_cache()
+    for s in stages:
+        try:
+            for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
+                s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
+        except RuntimeError as e:
+            if "out of memory" not in str(e):
+                raise
+            raise OutOfMemoryError(
+                f"stage {s.index} ({s.device}) ran out of memory capturing its decode graphs after its "
+                f"{s.weight_bytes / layout.GiB:.2f} GiB of weights loaded: move layers to another device with "
+                f"--layer-split, or lower --parallel / --ctx") from None
+
+
 def _attach_mtp(gf: GGUFFile, cfg: ModelConfig, notes: list[str]) -> bool:
     """Give a model without an MTP layer the one trained for it (engine.model_files.mtp_sidecar), if
     there is one and it was trained for exactly this file (gf.sidecar then names it); else a note why not."""
@@ -347,9 +366,11 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
     pipeline = Pipeline(stages, TILE_SIZES[kind], threads, lone)
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
-    for s in stages:              # one at a time, before any stage thread makes CUDA calls
-        for n in sorted({pipeline.tiles.prompt} | pipeline.tiles.decode_sizes()):
-            s.capture(n, with_logits=n in pipeline.tiles.decode_sizes())
+    try:
+        _capture_tiles(stages, pipeline)
+    except BaseException:
+        pipeline.close()
+        raise
     if drafter is not None and plan.follows and stages[-1].use_graph:
         depths = {plan.depth(pipelined=False), plan.depth(pipelined=True)}
         if guards(len(groups.groups)) or _chooses_groups(config, plan, groups.groups, devices):

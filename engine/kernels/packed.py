@@ -107,10 +107,7 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
     if qtype == QT.Q8_0:
         return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
     if qtype == QT.Q5_0:               # Q8_0's planes: the codes q - 16 as int8, d as it is
-        from engine.quant import fifth_bits, nibbles
-
-        q = nibbles(b[..., 6:22].reshape(-1, 16)) | fifth_bits(b[..., 2:6].reshape(-1, 4))
-        return Packed(qtype, n, k, (q.to(torch.int16) - 16).to(torch.int8).reshape(n, k), f16(0).contiguous())
+        return Packed(qtype, n, k, _q5_0_codes(b, n, k), f16(0).contiguous())
     if qtype in RUN_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
     if qtype == QT.Q4_0:
@@ -133,6 +130,20 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
         sub = ((low | (high << 4)) - 32).to(torch.int8).contiguous()
         return Packed(qtype, n, k, iq4_words(b[..., 8:].reshape(n, k // 2)), f16(0).contiguous(), sub)
     raise ValueError(f"no packed layout for {qtype.name}")
+
+
+def _q5_0_codes(b: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """Q5_0 blocks b [N, K/32, 22] -> the values' integers q - 16, int8 [N, K]; a few rows at a time, so an
+    expert stack's temporaries stay small (its byte planes are each the size of the whole result)."""
+    from engine.quant import fifth_bits, nibbles
+
+    codes = torch.empty((n, k), dtype=torch.int8, device=b.device)
+    step = max(1, (1 << 22) // k)
+    for a in range(0, n, step):
+        blk = b[a:a + step]
+        q = nibbles(blk[..., 6:22].reshape(-1, 16)) | fifth_bits(blk[..., 2:6].reshape(-1, 4))
+        codes[a:a + step] = (q.view(torch.int8) - 16).reshape(-1, k)
+    return codes
 
 
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:

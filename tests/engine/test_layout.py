@@ -62,6 +62,30 @@ def test_stage_that_does_not_fit(synthetic, monkeypatch):
         load_model(EngineConfig(model=str(synthetic("llama"))))
 
 
+def test_out_of_memory_while_capturing_graphs_says_what_to_change(synthetic, monkeypatch):
+    """CUDA reports a graph capture's out of memory as an AcceleratorError (GLM-4.5-Air's shape with Q5_0
+    down experts as int8 planes on an 80 GB card): the load fails as an out-of-memory with what to change,
+    and its pipeline is closed; another error at capture stays itself."""
+    import torch
+
+    from engine.pipeline import Pipeline
+    from engine.stage import Stage
+
+    closed = []
+    close = Pipeline.close
+    monkeypatch.setattr(Pipeline, "close", lambda self: (closed.append(self), close(self)))
+    for error, expect, match in ((torch.AcceleratorError("CUDA error: out of memory"), OutOfMemoryError,
+                                  "stage 0 \\(cpu\\) ran out of memory capturing its decode graphs after its .* GiB "
+                                  "of weights loaded: move layers"),
+                                 (RuntimeError("CUDA error: an illegal memory access"), RuntimeError, "illegal")):
+        def capture(self, n_rows, with_logits=False, error=error):
+            raise error
+        monkeypatch.setattr(Stage, "capture", capture)
+        with pytest.raises(expect, match=match):
+            load_model(EngineConfig(model=str(synthetic("llama")), devices="cpu,cpu"))
+    assert len(closed) == 2
+
+
 def test_effective_config_reports_layout(synthetic):
     m = load_model(EngineConfig(model=str(synthetic("llama", mtp=1)), devices="cpu,cpu", layer_split="2",
                                 parallel=3, piped_mtp=2))

@@ -72,6 +72,9 @@ def test_q5_0_is_q8_planes():
     assert p.codes.min() == -16 and p.codes.max() == 15
     t = SimpleNamespace(qtype=QT.Q5_0, shape=(1408, 3), n_elements=3 * 1408, nbytes=3 * 1408 * 22 // 32)
     assert gpu_matrix_bytes(t) == p.nbytes == 3 * 1408 * 17 // 16
+    n = 2 * (1 << 22) // 1408 + 5            # rows over two of the packer's row chunks
+    data = blocks(QT.Q5_0, n, 1408, 4)
+    assert same_bits(unpack(pack(data, QT.Q5_0, 1408)), dequantize(data, QT.Q5_0, n * 1408).reshape(n, 1408))
 
 
 def test_stacked_rows_are_views_of_the_same_values():
