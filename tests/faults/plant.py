@@ -584,6 +584,15 @@ FAULTS = [
     Fault("decode-rows-window-start", "engine/layers.py",
           "a, b = lo - los[0], pos[r] + 1 - los[0]", "a, b = 0, pos[r] + 1 - los[0]",
           ["tests/engine/test_cpu_decode_rows.py::test_a_slots_run_of_decode_rows_gets_each_rows_one_row_attention"]),
+    # the GPU block's q|k|v kernel leaving out the values' bias (glm4moe)
+    Fault("qkv-kernel-v-bias-dropped", "engine/kernels/fused.py",
+          "        v += tl.load(b_ptr + (H + KVH) * HD + kvh * HD + d)\n",
+          "        v += 0.0 * tl.load(b_ptr + (H + KVH) * HD + kvh * HD + d)\n",
+          [GK + "test_fast_block_matches_torch_block[glm4moe]"]),
+    # Q5_0 repacked as Q8_0's planes with its codes off by one (q - 15)
+    Fault("q5-0-codes-offset", "engine/kernels/packed.py",
+          "(q.view(torch.int8) - 16)", "(q.view(torch.int8) - 15)",
+          [PK + "test_unpack_is_bit_identical_to_engine_quant[Q5_0]", PK + "test_q5_0_is_q8_planes"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
