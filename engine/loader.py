@@ -236,7 +236,7 @@ def _capture_tiles(stages: list[Stage], pipeline: Pipeline) -> None:
             if "out of memory" not in str(e):
                 raise
             raise OutOfMemoryError(
-                f"stage {s.index} ({s.device}) ran out of memory capturing its decode graphs after its "
+                f"stage {s.index} ({s.device}) ran out of memory capturing its tile graphs after its "
                 f"{s.weight_bytes / layout.GiB:.2f} GiB of weights loaded: move layers to another device with "
                 f"--layer-split, or lower --parallel / --ctx") from None
 

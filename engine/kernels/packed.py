@@ -19,7 +19,9 @@ as before, and the prompt kernels read them through the same index map (`kind` 7
 Q5_0 takes Q8_0's planes (its codes - 16 as int8, d as it is: 8.5 bits per weight where the file
 has 5.5), so its matrices run the int8 kernels instead of the GGUF-layout ones: llama-quantize gives
 Q5_0 to the matrices of a Q4_K file whose rows are not a multiple of 256 (GLM-4.5-Air's down experts
-and shared expert, K = 1408). IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
+and shared expert, K = 1408).
+
+IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
 lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
 and IQ1_S take Q8_0's planes with float32 scales: each value is a float32 factor per 32-value run

@@ -75,7 +75,7 @@ def test_out_of_memory_while_capturing_graphs_says_what_to_change(synthetic, mon
     close = Pipeline.close
     monkeypatch.setattr(Pipeline, "close", lambda self: (closed.append(self), close(self)))
     for error, expect, match in ((torch.AcceleratorError("CUDA error: out of memory"), OutOfMemoryError,
-                                  "stage 0 \\(cpu\\) ran out of memory capturing its decode graphs after its .* GiB "
+                                  "stage 0 \\(cpu\\) ran out of memory capturing its tile graphs after its .* GiB "
                                   "of weights loaded: move layers"),
                                  (RuntimeError("CUDA error: an illegal memory access"), RuntimeError, "illegal")):
         def capture(self, n_rows, with_logits=False, error=error):
