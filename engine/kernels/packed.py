@@ -51,6 +51,9 @@ IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
 GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "1") == "1"
+# STRATA_GPU_KEEP=Q5_0,...: types left in the GGUF layout on GPU stages (their matrices on the GGUF-layout
+# kernel, their expert stacks on engine.block.moe's per-expert loop), to measure what repacking them gives
+GPU_KEEP = frozenset(t.strip() for t in os.environ.get("STRATA_GPU_KEEP", "").split(",") if t.strip())
 # Q4_K matrices repacked on GPU stages take the tensor-core decode kernel's code order (set by the loader
 # when that is the decode kernel: engine.loader._decode_kernel)
 MMA_Q4K = False
@@ -83,7 +86,8 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES)
+    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES) \
+        and QT(qtype).name not in GPU_KEEP
 
 
 def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:

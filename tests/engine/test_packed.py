@@ -15,7 +15,7 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine.kernels.packed import IQ4_TYPES, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, unpack
+from engine.kernels.packed import IQ4_TYPES, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, supports, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
 
@@ -74,6 +74,7 @@ def test_q5_0_is_q8_planes():
     assert gpu_matrix_bytes(t) == p.nbytes == 3 * 1408 * 17 // 16
     n = 2 * (1 << 22) // 1408 + 5            # rows over two of the packer's row chunks
     data = blocks(QT.Q5_0, n, 1408, 4)
+    assert supports(QT.Q5_0, 1408) and not supports(QT.Q5_0, 1400)
     assert same_bits(unpack(pack(data, QT.Q5_0, 1408)), dequantize(data, QT.Q5_0, n * 1408).reshape(n, 1408))
 
 
