@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 11: Q5_0 on the int8 kernels (engine.kernels.packed: Q8_0's planes) against the GGUF-layout kernel
 # it replaces (STRATA_GPU_KEEP=Q5_0). The gemma3-270m shape's q, k, v, gate and up have K = 640, so a Q4_K
-# file has them in Q5_0 (as the real Gemma 3 270M Q4_K_M: 81 of its 135 matrices). One and eight streams
+# file has them in Q5_0 (as the real Gemma 3 270M Q4_K_M: 81 of its 127 matrices). One and eight streams
 # each way, then sampled batch-tests. Carry [".whl"]. Log: $OUT/log.txt.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
