@@ -366,27 +366,27 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
     pipeline = Pipeline(stages, TILE_SIZES[kind], threads, lone)
     if any(s.use_graph for s in stages):
         progress(0.96, "capturing CUDA graphs")
-    try:
+    try:                            # a failure from here on closes the stage threads it started
         _capture_tiles(stages, pipeline)
+        if drafter is not None and plan.follows and stages[-1].use_graph:
+            depths = {plan.depth(pipelined=False), plan.depth(pipelined=True)}
+            if guards(len(groups.groups)) or _chooses_groups(config, plan, groups.groups, devices):
+                depths |= set(range(1, plan.depth(pipelined=False)))    # a lone group's guard may draft at any depth
+            drafter.capture(pipeline.tiles, depths)
+            if chains_drafts(pipeline, drafter, plan, cfg.ssm_conv):
+                drafter.capture_windows(pipeline.tiles, depths, config.parallel)
+        if _chooses_groups(config, plan, groups.groups, devices):
+            progress(0.98, "measuring serial and piped drafts")
+            try:
+                n, note = group_choice.choose(pipeline, drafter, plan, config.parallel, len(groups.groups), ctx,
+                                              tok.encode(group_choice.FILLER), cfg.ssm_conv)
+                groups = layout.slot_groups(config.parallel, str(n), len(devices))
+            except (RuntimeError, torch.OutOfMemoryError) as e:     # the layout stays as auto made it
+                note = f"batch-groups auto: serial and piped drafts not measured ({e}); {len(groups.groups)} groups"
+            notes.append(note)
     except BaseException:
         pipeline.close()
         raise
-    if drafter is not None and plan.follows and stages[-1].use_graph:
-        depths = {plan.depth(pipelined=False), plan.depth(pipelined=True)}
-        if guards(len(groups.groups)) or _chooses_groups(config, plan, groups.groups, devices):
-            depths |= set(range(1, plan.depth(pipelined=False)))    # a lone group's guard may draft at any depth
-        drafter.capture(pipeline.tiles, depths)
-        if chains_drafts(pipeline, drafter, plan, cfg.ssm_conv):
-            drafter.capture_windows(pipeline.tiles, depths, config.parallel)
-    if _chooses_groups(config, plan, groups.groups, devices):
-        progress(0.98, "measuring serial and piped drafts")
-        try:
-            n, note = group_choice.choose(pipeline, drafter, plan, config.parallel, len(groups.groups), ctx,
-                                          tok.encode(group_choice.FILLER), cfg.ssm_conv)
-            groups = layout.slot_groups(config.parallel, str(n), len(devices))
-        except (RuntimeError, torch.OutOfMemoryError) as e:     # the layout stays as auto made it
-            note = f"batch-groups auto: serial and piped drafts not measured ({e}); {len(groups.groups)} groups"
-        notes.append(note)
     if "cpu" in devices:
         trim_heap()
     progress(1.0, "ready")
