@@ -36,14 +36,15 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
 # GPU stages keep these IQ types as Q8_0's planes with float32 scales, 9 bits per value
 # (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
+# Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a
+# fraction: RUN_INT8's planes, and Q5_0 as Q8_0's (8.5 bits)
+GPU_BYTES_PER_VALUE = {**{name: (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16)}
 
 
 def gpu_matrix_bytes(t) -> int:
-    """Bytes a GPU stage keeps for a tensor: as stored, or RUN_INT8's planes, or Q5_0 as Q8_0's (8.5 bits
-    per value: engine.kernels.packed)."""
-    if len(t.shape) > 1 and t.qtype.name in RUN_INT8:
-        return t.n_elements * 9 // 8
-    return t.n_elements * 17 // 16 if len(t.shape) > 1 and t.qtype.name == "Q5_0" else t.nbytes
+    """Bytes a GPU stage keeps for a tensor: as stored, or in GPU_BYTES_PER_VALUE's form."""
+    frac = GPU_BYTES_PER_VALUE.get(t.qtype.name) if len(t.shape) > 1 else None
+    return t.n_elements * frac[0] // frac[1] if frac else t.nbytes
 
 
 def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:
