@@ -38,11 +38,12 @@ Progress = Callable[[int, int], None]  # (bytes written, total bytes)
 _FILE_TYPE = {
     Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
     Q.Q4_0: LlamaFileType.MOSTLY_Q4_0, Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
-    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K, **_IQ_FILE_TYPE,
+    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K, Q.Q5_1: LlamaFileType.MOSTLY_Q5_1,
+    Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_S, **_IQ_FILE_TYPE,
 }
 QTYPES = tuple(q.name for q in _FILE_TYPE)
 # llama-quantize's substitutes for rows that are not a multiple of a K-quant's 256-element block.
-_FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
+_FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
 
 
 # ---- random quant blocks, filled in place: `b` is (n_blocks, type_size) uint8 of random bytes ----
@@ -67,16 +68,36 @@ def _fill_q5_0(b, rng, d):
     b[:, 0:2] = _f16(_scales(rng, len(b), d, signed=True))
 
 
+def _fill_q5_1(b, rng, d):
+    s = _scales(rng, len(b), d)
+    b[:, 0:2] = _f16(s)
+    b[:, 2:4] = _f16(-15.5 * s)  # min: centres the 0..31 codes on zero
+
+
 def _fill_q4_k(b, rng, d):
     """Sub-block scales sc in 8..31 and mins m = 2*sc with dmin = 3.75*d: every sub-block has mean 0."""
     s = _scales(rng, len(b), d)
     b[:, 0:2] = _f16(s)
     b[:, 2:4] = _f16(3.75 * s)
     sc = rng.integers(8, 32, (len(b), 8), dtype=np.uint8)
-    m = 2 * sc
+    _k4_scales(b, sc, 2 * sc)
+
+
+def _k4_scales(b, sc, m):
+    """Q4_K / Q5_K's 12-byte field of eight 6-bit sub-block scales sc and mins m."""
     b[:, 4:8] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
     b[:, 8:12] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
     b[:, 12:16] = (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)
+
+
+def _fill_q5_k(b, rng, d):
+    """Q4_K's scale fields with sub-block scales sc in 8..15, mins m = 2 * sc and dmin = 7.75 * d: every
+    sub-block of 0..31 codes has mean 0."""
+    s = _scales(rng, len(b), d)
+    b[:, 0:2] = _f16(s)
+    b[:, 2:4] = _f16(7.75 * s)
+    sc = rng.integers(8, 16, (len(b), 8), dtype=np.uint8)
+    _k4_scales(b, sc, 2 * sc)
 
 
 def _fill_q6_k(b, rng, d):
@@ -85,8 +106,8 @@ def _fill_q6_k(b, rng, d):
     b[:, 208:210] = _f16(_scales(rng, len(b), d))
 
 
-_FILL = {Q.Q8_0: _fill_q8_0, Q.Q4_0: _fill_q4_0, Q.Q4_1: _fill_q4_1, Q.Q5_0: _fill_q5_0,
-         Q.Q4_K: _fill_q4_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
+_FILL = {Q.Q8_0: _fill_q8_0, Q.Q4_0: _fill_q4_0, Q.Q4_1: _fill_q4_1, Q.Q5_0: _fill_q5_0, Q.Q5_1: _fill_q5_1,
+         Q.Q4_K: _fill_q4_k, Q.Q5_K: _fill_q5_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
 
 
 def _random_blocks(qtype: Q, n_blocks: int, rng: np.random.Generator, d: float) -> np.ndarray:

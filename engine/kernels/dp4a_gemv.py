@@ -122,7 +122,7 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = s0
     else:
-        if KIND == 2 or KIND == 3:
+        if KIND == 2 or KIND == 3 or KIND == 9:
             s0 = tl.load(dp + 1, mask=ok3, other=0.0)
         d1 = d0
         s1 = s0
@@ -135,9 +135,13 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
     """acc + one x row's share (_x_unit) of one weight unit (_w_unit). Q4_K: 64 nibbles, low ones
     sub-block 2g, high ones 2g + 1; IQ4_XS: two 32-value runs' looked-up values (ca, cb: run 2g's values
     0..15 and 16..31; mn_lo, mn_hi: run 2g + 1's); Q8_0 (and IQ4_NL's looked-up values): 32 int8 codes in
-    two 16-byte halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high."""
+    two 16-byte halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high; Q6_K: 32 int8 codes, each
+    16-byte half its own scale (plo, phi); Q5_K / Q5_1: 32 int8 codes as Q8_0, a minimum as Q4_1."""
     zero = tl.zeros_like(ca)
-    if KIND == 4:
+    if KIND == 8:
+        plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
+        phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
+    elif KIND == 4:
         plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
@@ -167,11 +171,13 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         if KIND == 4:               # (IQ4_XS has no minimums)
             acc = tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc)
         acc = tl.fma(dd, t, acc)
+    elif KIND == 8:                 # Q6_K: two 16-value halves, scales dd and dmin, under x's d0
+        acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
     else:
         p = plo.to(tl.float32)
         if KIND == 2:
             acc = tl.fma(dd, tl.fma(-8.0, s0, d0 * p), acc)
-        elif KIND == 3:
+        elif KIND == 3 or KIND == 9:
             acc = tl.fma(dmin, s0, tl.fma(dd, d0 * p, acc))
         else:
             acc = tl.fma(dd, d0 * p, acc)
@@ -186,7 +192,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     if KIND == 4 or KIND == 6:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
-    elif KIND == 1:
+    elif KIND == 1 or KIND >= 8:
         WU: tl.constexpr = 8
         U = K // 32
     else:
@@ -199,7 +205,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
         sb = n3 * (K // 256) + u3 // 4
         sp = scales + sb * 2
         gp = sub + sb * 16 + 2 * (u3 % 4)
-    elif KIND == 3:
+    elif KIND == 3 or KIND >= 8:      # two float32 a unit: Q6_K's halves' scales, (d, m)
         sp = scales + (n3 * NB + u3) * 2
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
         sp = scales + n3 * (K // 256) + u3 // 4
@@ -238,6 +244,10 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+    elif KIND >= 8:                 # Q6_K (dd, dmin: the two halves' scales), Q5_K / Q5_1 (d, m)
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0)
+        dmin = tl.load(sp + 1, mask=wok3, other=0.0)
     else:
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         if KIND == 3:
@@ -334,8 +344,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     elif KIND == 6:
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, 2 * L, 16 * L, 4 * L
     else:
-        step_w = (8 if KIND == 1 else 4) * L
-        step_s = 2 * L if KIND == 3 else L
+        step_w = (8 if KIND == 1 or KIND >= 8 else 4) * L
+        step_s = 2 * L if KIND == 3 or KIND >= 8 else L
         step_g, step_x, step_d = L, 8 * L, 2 * L
     if EVEN:
         wok3 = full == 0

@@ -44,9 +44,11 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from engine.quant_kquants import scale_min_k4
 
 RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
-PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.IQ4_NL, QT.IQ4_XS}) | RUN_INT8_TYPES
+AFFINE_INT8_TYPES = frozenset({QT.Q5_K, QT.Q5_1})     # int8 codes, float32 (d, m) per 32: kind 9
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS}) \
+    | RUN_INT8_TYPES | AFFINE_INT8_TYPES
 KIND = {QT.Q8_0: 1, QT.Q5_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
-        **{t: 1 for t in RUN_INT8_TYPES}}
+        QT.Q6_K: 8, **{t: 1 for t in RUN_INT8_TYPES}, **{t: 9 for t in AFFINE_INT8_TYPES}}
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
@@ -116,6 +118,8 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
         return Packed(qtype, n, k, _q5_0_codes(b, n, k), f16(0).contiguous())
     if qtype in RUN_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
+    if qtype == QT.Q6_K or qtype in AFFINE_INT8_TYPES:
+        return _int8_values(b, qtype, n, k)
     if qtype == QT.Q4_0:
         return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
     if qtype == QT.Q4_1:
@@ -150,6 +154,41 @@ def _q5_0_codes(b: torch.Tensor, n: int, k: int) -> torch.Tensor:
         q = nibbles(blk[..., 6:22].reshape(-1, 16)) | fifth_bits(blk[..., 2:6].reshape(-1, 4))
         codes[a:a + step] = (q.view(torch.int8) - 16).reshape(-1, k)
     return codes
+
+
+def _int8_values(b: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
+    """Q6_K, Q5_K, Q5_1 blocks b [N, K/block, size] -> int8 codes [N, K] and float32 scales, a few rows at a
+    time: Q6_K q - 32 and d * sc per 16 values [N, K/16] (kind 8); Q5_K q and (d * sc, -(dmin * m)), Q5_1 q
+    and (d, m) per 32 values [N, K/32, 2] (kind 9: value d q + m). The products d * sc are exact in float32
+    (an 11-bit by an 8-bit integer), so the values are engine.quant's bit for bit."""
+    from engine.quant import fifth_bits, nibbles
+    from engine.quant_kquants import bit_planes, f16_field, low_nibbles_k, shifts
+
+    codes = torch.empty((n, k), dtype=torch.int8, device=b.device)
+    q6 = qtype == QT.Q6_K
+    scales = torch.empty((n, k // 16) if q6 else (n, k // 32, 2), dtype=torch.float32, device=b.device)
+    step = max(1, (1 << 22) // k)
+    for a in range(0, n, step):
+        blk = b[a:a + step]
+        m = blk.shape[0]
+        if q6:
+            flat = blk.reshape(-1, 210)
+            lo = ((flat[:, :128].reshape(-1, 2, 1, 64) >> shifts(0, 4, device=b.device)) & 0x0F).reshape(-1, 8, 32)
+            hi = ((flat[:, 128:192].reshape(-1, 2, 1, 32) >> shifts(0, 2, 4, 6, device=b.device)) & 0x03).reshape(-1, 8, 32)
+            q = (lo | (hi << 4)).view(torch.int8) - 32
+            sc = f16_field(flat, 208) * flat[:, 192:208].view(torch.int8).float()
+        elif qtype == QT.Q5_K:
+            flat = blk.reshape(-1, 176)
+            q = (low_nibbles_k(flat[:, 48:176]) | (bit_planes(flat[:, 16:48], 8) << 4)).view(torch.int8)
+            s, mn = scale_min_k4(flat[:, 4:16])
+            sc = torch.stack((f16_field(flat, 0) * s.float(), -(f16_field(flat, 2) * mn.float())), -1)
+        else:                             # Q5_1: d, m, the fifth bits, the nibbles
+            flat = blk.reshape(-1, 24)
+            q = (nibbles(flat[:, 8:24]) | fifth_bits(flat[:, 4:8])).view(torch.int8)
+            sc = torch.cat((f16_field(flat, 0), f16_field(flat, 2)), -1)
+        codes[a:a + m] = q.reshape(m, k)
+        scales[a:a + m] = sc.reshape(scales[a:a + m].shape)
+    return Packed(qtype, n, k, codes, scales)
 
 
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
@@ -215,6 +254,11 @@ def unpack(p: Packed) -> torch.Tensor:
     n, k = p.n, p.k
     if p.kind == 1:                               # Q8_0, Q5_0 and the run-int8 IQ types
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
+    if p.kind == 8:                               # Q6_K: (d * sc) * (q - 32) per 16
+        return (p.scales[..., None] * p.codes.reshape(n, k // 16, 16).float()).reshape(n, k)
+    if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
+        d, m = p.scales.unbind(-1)
+        return (d[..., None] * p.codes.reshape(n, k // 32, 32).float() + m[..., None]).reshape(n, k)
     if p.qtype in IQ4_TYPES:
         from engine.quant_iquants import table
 

@@ -54,14 +54,24 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
-    if KIND == 1:                                    # Q8_0: int8 codes, f16 d per 32
+    if KIND == 1 or KIND >= 8:                       # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
         g = tl.arange(0, 8)[None, :, None]
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
-        d = tl.load(scales + nn * (K // 32) + c * 8 + g, mask=okn & (c * 8 + g < K // 32), other=0.0)
-        w_lo = q * d.to(tl.float32)
+        bok = okn & (c * 8 + g < K // 32)
+        if KIND == 8:                                # Q6_K: (d * sc) per 16 values, times q - 32
+            d = tl.load(scales + nn * (K // 16) + c * 16 + g * 2 + j // 16, mask=bok, other=0.0)
+            w_lo = d * q
+        elif KIND == 9:                              # Q5_K / Q5_1: d q + m per 32
+            blk = nn * (K // 32) + c * 8 + g
+            d = tl.load(scales + blk * 2, mask=bok, other=0.0)
+            mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0)
+            w_lo = d * q + mm
+        else:
+            d = tl.load(scales + nn * (K // 32) + c * 8 + g, mask=bok, other=0.0)
+            w_lo = q * d.to(tl.float32)
         w_hi = w_lo
     else:
         if KIND == 4 or KIND == 7:
@@ -122,7 +132,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
                KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
     """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
     w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
-    if KIND == 1:
+    if KIND == 1 or KIND >= 8:
         w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
         xt = tl.load(x_ptr + m[:, None] * stride_xm + kx[None, :], mask=m_ok[:, None] & (kx < K)[None, :],
@@ -177,7 +187,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         n_ok = n < N
         w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
         nn = n.to(tl.int64)[:, None, None]
-        if KIND == 1:
+        if KIND == 1 or KIND >= 8:
             g = tl.arange(0, 8)[None, :, None]
             j = tl.arange(0, 32)[None, None, :]
             kk = c * 256 + g * 32 + j

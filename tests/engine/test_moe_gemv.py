@@ -63,9 +63,11 @@ def reference(dg, fused, lw, h, w, sel, n):
     return out
 
 
-# (Q4_K, Q5_0): a Q4_K file's stacks where the down experts' K is not a multiple of 256 (GLM-4.5-Air)
+# (Q4_K, Q5_0): a Q4_K file's stacks where the down experts' K is not a multiple of 256 (GLM-4.5-Air);
+# (Q4_K, Q6_K): a Q4_K_M file's down experts in half the layers (Qwen3-30B-A3B); (Q5_K, Q5_1): a Q5_K file's
 @pytest.mark.parametrize("qt,down", [(QT.Q4_K, None), (QT.Q8_0, None), (QT.Q4_0, None), (QT.IQ4_XS, None),
-                                     (QT.Q4_K, QT.Q5_0)], ids=lambda t: t.name if t else "")
+                                     (QT.Q4_K, QT.Q5_0), (QT.Q4_K, QT.Q6_K), (QT.Q5_K, QT.Q5_1)],
+                         ids=lambda t: t.name if t else "")
 def test_routed_experts_are_each_rows_own_experts(mg, qt, down, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
@@ -146,7 +148,7 @@ def test_device_routing_picks_what_block_route_picks(mg, gating, norm, scale):
     assert not sel[5:].any() and not w[5:].any()
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.IQ4_XS], ids=lambda t: t.name)
+@pytest.mark.parametrize("qt", [QT.Q4_K, QT.IQ4_XS, QT.Q6_K], ids=lambda t: t.name)
 def test_prompt_tile_groups_pairs_by_expert(mg, qt, monkeypatch):
     """moe_grouped: the block table covers each real pair once, blocks of one expert, 16 pairs at most;
     the routed sum is each row's experts in its own top-k order (float32 tensor-core sums of the dequantized

@@ -15,7 +15,7 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
-from engine.kernels.packed import IQ4_TYPES, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, supports, unpack
+from engine.kernels.packed import KIND, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, supports, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
 
@@ -76,6 +76,28 @@ def test_q5_0_is_q8_planes():
     data = blocks(QT.Q5_0, n, 1408, 4)
     assert supports(QT.Q5_0, 1408) and not supports(QT.Q5_0, 1400)
     assert same_bits(unpack(pack(data, QT.Q5_0, 1408)), dequantize(data, QT.Q5_0, n * 1408).reshape(n, 1408))
+
+
+@pytest.mark.parametrize("qt,kind,lo,hi", [(QT.Q6_K, 8, -32, 31), (QT.Q5_K, 9, 0, 31), (QT.Q5_1, 9, 0, 31)],
+                         ids=lambda v: getattr(v, "name", None) or str(v))
+def test_int8_value_types(qt, kind, lo, hi):
+    """Q6_K (a Q4_K_M file's head, half its v and down matrices), Q5_K and Q5_1 become int8 codes with
+    float32 scales (Q6_K: d * sc per 16 values; Q5_K, Q5_1: (d, m) per 32), read by the int8 kernels as
+    kinds 8 and 9; the values exact (test_unpack_is_bit_identical_to_engine_quant), over the packer's row
+    chunks, and the GPU memory estimate counts their 10 bits per value."""
+    from types import SimpleNamespace
+
+    from engine.model_info import gpu_matrix_bytes
+
+    k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 1408
+    p = pack(blocks(qt, 3, k), qt, k)
+    assert p.kind == kind and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
+    assert p.codes.min() == lo and p.codes.max() == hi
+    t = SimpleNamespace(qtype=qt, shape=(k, 3), n_elements=3 * k, nbytes=0)
+    assert gpu_matrix_bytes(t) == p.nbytes == 3 * k * 10 // 8
+    n = 2 * (1 << 22) // k + 5
+    data = blocks(qt, n, k, 4)
+    assert same_bits(unpack(pack(data, qt, k)), dequantize(data, qt, n * k).reshape(n, k))
 
 
 def test_stacked_rows_are_views_of_the_same_values():
@@ -220,12 +242,12 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
     assert torch.equal(sm.linear(x, p), sm.linear(x, g))
 
 
-@pytest.mark.parametrize("qt,rows,kernel", [(qt, 16, "gemv") for qt in KERNEL_TYPES if qt not in IQ4_TYPES]
+@pytest.mark.parametrize("qt,rows,kernel", [(qt, 16, "gemv") for qt in KERNEL_TYPES if KIND[qt] <= 4]
                          + [(qt, 40, "mma") for qt in KERNEL_TYPES],
                          ids=lambda v: getattr(v, "name", None) or str(v))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel):
-    """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; IQ4 decode rows go
-    to the int8 kernel, tests/engine/test_dp4a_gemv.py) and the tensor-core kernel (under the
+    """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of
+    the types past kind 4 go to the int8 kernel, tests/engine/test_dp4a_gemv.py) and the tensor-core kernel (under the
     interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
     monkeypatch.setattr(sm, "DECODE_KERNEL", kernel)
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 576
