@@ -97,8 +97,8 @@ FAULTS = [
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
     # IQ4_XS in 64-value units: its second run read with the first run's scale
     Fault("dp4a-iq4xs-runs-share-a-scale", "engine/kernels/dp4a_gemv.py",
-          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    else:",
-          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    else:",
+          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    elif KIND >= 8:",
+          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    elif KIND >= 8:",
           [DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_XS]",
            DG + "test_decode_kernel_lanes_and_steps[4096-IQ4_XS]"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
@@ -593,6 +593,16 @@ FAULTS = [
     Fault("q5-0-codes-offset", "engine/kernels/packed.py",
           "(q.view(torch.int8) - 16)", "(q.view(torch.int8) - 15)",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q5_0]", PK + "test_q5_0_is_q8_planes"]),
+    # the int8 decode kernel giving both halves of a Q6_K unit the first half's scale
+    Fault("dp4a-q6k-one-scale", "engine/kernels/dp4a_gemv.py",
+          "tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32))",
+          "tl.fma(dd, phi.to(tl.float32), dd * plo.to(tl.float32))",
+          [DG + "test_decode_kernel_is_right_and_row_invariant[Q6_K]"]),
+    # the prompt kernels reading Q5_K / Q5_1 without their minimums
+    Fault("prompt-kernel-q5-min-dropped", "engine/kernels/stream_matmul.py",
+          "            w_lo = d * q + mm\n", "            w_lo = d * q\n",
+          [PK + "test_kernel_reads_the_layout_like_engine_quant[Q5_K]",
+           PK + "test_dequantize_kernel_writes_engine_quants_values[Q5_1]"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
