@@ -37,10 +37,10 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
 # (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
 # Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a
-# fraction: RUN_INT8's planes, Q5_0 as Q8_0's (8.5 bits), and Q6_K, Q5_K, Q5_1 as int8 codes with two float32
-# scales per 32 values (10 bits)
+# fraction: RUN_INT8's planes, Q5_0 as Q8_0's (8.5 bits), and Q6_K, Q3_K, Q5_K, Q5_1 as int8 codes with two
+# float32 scales per 32 values (10 bits)
 GPU_BYTES_PER_VALUE = {**{name: (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
-                       **{name: (5, 4) for name in ("Q6_K", "Q5_K", "Q5_1")}}
+                       **{name: (5, 4) for name in ("Q6_K", "Q3_K", "Q5_K", "Q5_1")}}
 
 
 def gpu_matrix_bytes(t) -> int:

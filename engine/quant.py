@@ -67,9 +67,14 @@ def decode_q5_0(blocks: torch.Tensor) -> torch.Tensor:
     return f16_field(blocks, 0) * (q.float() - 16)
 
 
+def q5_1_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q5_1 blocks -> (d, m float32 (n, 1); q uint8 (n, 32))."""
+    return f16_field(blocks, 0), f16_field(blocks, 2), nibbles(blocks[:, 8:24]) | fifth_bits(blocks[:, 4:8])
+
+
 def decode_q5_1(blocks: torch.Tensor) -> torch.Tensor:
-    q = nibbles(blocks[:, 8:24]) | fifth_bits(blocks[:, 4:8])
-    return f16_field(blocks, 0) * q.float() + f16_field(blocks, 2)
+    d, m, q = q5_1_parts(blocks)
+    return d * q.float() + m
 
 
 def decode_q8_0(blocks: torch.Tensor) -> torch.Tensor:

@@ -54,18 +54,22 @@ def decode_q2_k(blocks: torch.Tensor) -> torch.Tensor:
     return (dl * q.reshape(n, 16, 16).float() - ml).reshape(n, QK_K)
 
 
-def decode_q3_k(blocks: torch.Tensor) -> torch.Tensor:
+def q3_k_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q3_K blocks -> (dl float32 (n, 16): d * sc per 16 values, exact; q int8 (n, 16, 16) in -4..3)."""
     n = blocks.shape[0]
     hmask, qs, scales = blocks[:, :32], blocks[:, 32:96], blocks[:, 96:108]
     d = f16_field(blocks, 108)
     lo = (scales[:, :8].reshape(n, 1, 1, 8) >> shifts(0, 4, device=blocks.device)).reshape(n, 16)
     hi = (scales[:, 8:].reshape(n, 1, 1, 4) >> shifts(0, 2, 4, 6, device=blocks.device)).reshape(n, 16)
     sc = ((lo & 0x0F) | ((hi & 0x03) << 4)).float() - 32
-    dl = (d * sc).reshape(n, 16, 1)
     ql = ((qs.reshape(n, 2, 1, 32) >> shifts(0, 2, 4, 6, device=blocks.device)) & 3).reshape(n, 16, 16)
     qh = (bit_planes(hmask, 8) ^ 1).reshape(n, 16, 16)  # a set mask bit means "no -4 offset"
-    q = ql.float() - (qh << 2).float()
-    return (dl * q).reshape(n, QK_K)
+    return d * sc, (ql - (qh << 2)).view(torch.int8)
+
+
+def decode_q3_k(blocks: torch.Tensor) -> torch.Tensor:
+    dl, q = q3_k_parts(blocks)
+    return (dl[..., None] * q.float()).reshape(-1, QK_K)
 
 
 def low_nibbles_k(qs: torch.Tensor) -> torch.Tensor:
@@ -84,22 +88,29 @@ def decode_q4_k(blocks: torch.Tensor) -> torch.Tensor:
     return (dl * q - ml).reshape(n, QK_K)
 
 
-def decode_q5_k(blocks: torch.Tensor) -> torch.Tensor:
-    n = blocks.shape[0]
+def q5_k_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q5_K blocks -> (dl, ml float32 (n, 8): d * sc and dmin * m per 32 values, exact; q uint8 (n, 8, 32))."""
     d, dmin = f16_field(blocks, 0), f16_field(blocks, 2)
     sc, mn = scale_min_k4(blocks[:, 4:16])
-    dl = (d * sc.float()).reshape(n, 8, 1)
-    ml = (dmin * mn.float()).reshape(n, 8, 1)
     q = low_nibbles_k(blocks[:, 48:176]) | (bit_planes(blocks[:, 16:48], 8) << 4)
-    return (dl * q.float() - ml).reshape(n, QK_K)
+    return d * sc.float(), dmin * mn.float(), q
 
 
-def decode_q6_k(blocks: torch.Tensor) -> torch.Tensor:
+def decode_q5_k(blocks: torch.Tensor) -> torch.Tensor:
+    dl, ml, q = q5_k_parts(blocks)
+    return (dl[..., None] * q.float() - ml[..., None]).reshape(-1, QK_K)
+
+
+def q6_k_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q6_K blocks -> (dl float32 (n, 16): d * sc per 16 values, exact; q - 32 int8 (n, 16, 16))."""
     n = blocks.shape[0]
     ql, qh, scales = blocks[:, :128], blocks[:, 128:192], blocks[:, 192:208]
     d = f16_field(blocks, 208)
-    dl = (d * scales.view(torch.int8).float()).reshape(n, 16, 1)
     lo = ((ql.reshape(n, 2, 1, 64) >> shifts(0, 4, device=blocks.device)) & 0x0F).reshape(n, 8, 32)
     hi = ((qh.reshape(n, 2, 1, 32) >> shifts(0, 2, 4, 6, device=blocks.device)) & 0x03).reshape(n, 8, 32)
-    q = (lo | (hi << 4)).float() - 32
-    return (dl * q.reshape(n, 16, 16)).reshape(n, QK_K)
+    return d * scales.view(torch.int8).float(), ((lo | (hi << 4)).view(torch.int8) - 32).reshape(n, 16, 16)
+
+
+def decode_q6_k(blocks: torch.Tensor) -> torch.Tensor:
+    dl, q = q6_k_parts(blocks)
+    return (dl[..., None] * q.float()).reshape(-1, QK_K)

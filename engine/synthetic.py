@@ -39,11 +39,11 @@ _FILE_TYPE = {
     Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
     Q.Q4_0: LlamaFileType.MOSTLY_Q4_0, Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
     Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K, Q.Q5_1: LlamaFileType.MOSTLY_Q5_1,
-    Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_S, **_IQ_FILE_TYPE,
+    Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_S, Q.Q3_K: LlamaFileType.MOSTLY_Q3_K_S, **_IQ_FILE_TYPE,
 }
 QTYPES = tuple(q.name for q in _FILE_TYPE)
 # llama-quantize's substitutes for rows that are not a multiple of a K-quant's 256-element block.
-_FALLBACK = {Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
+_FALLBACK = {Q.Q3_K: Q.IQ4_NL, Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
 
 
 # ---- random quant blocks, filled in place: `b` is (n_blocks, type_size) uint8 of random bytes ----
@@ -100,6 +100,11 @@ def _fill_q5_k(b, rng, d):
     _k4_scales(b, sc, 2 * sc)
 
 
+def _fill_q3_k(b, rng, d):
+    """Random 6-bit sub-block scales (sc - 32 in -32..31) and codes, then the f16 super-block scale."""
+    b[:, 108:110] = _f16(_scales(rng, len(b), d, signed=True))
+
+
 def _fill_q6_k(b, rng, d):
     """16 signed int8 sub-block scales in -63..63, then the f16 super-block scale."""
     b[:, 192:208] = rng.integers(-63, 64, (len(b), 16), dtype=np.int8).view(np.uint8)
@@ -107,7 +112,7 @@ def _fill_q6_k(b, rng, d):
 
 
 _FILL = {Q.Q8_0: _fill_q8_0, Q.Q4_0: _fill_q4_0, Q.Q4_1: _fill_q4_1, Q.Q5_0: _fill_q5_0, Q.Q5_1: _fill_q5_1,
-         Q.Q4_K: _fill_q4_k, Q.Q5_K: _fill_q5_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
+         Q.Q3_K: _fill_q3_k, Q.Q4_K: _fill_q4_k, Q.Q5_K: _fill_q5_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
 
 
 def _random_blocks(qtype: Q, n_blocks: int, rng: np.random.Generator, d: float) -> np.ndarray:

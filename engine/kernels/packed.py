@@ -44,11 +44,12 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 from engine.quant_kquants import scale_min_k4
 
 RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
+SCALE16_TYPES = frozenset({QT.Q6_K, QT.Q3_K})          # int8 codes, a float32 scale per 16: kind 8
 AFFINE_INT8_TYPES = frozenset({QT.Q5_K, QT.Q5_1})     # int8 codes, float32 (d, m) per 32: kind 9
-PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS}) \
-    | RUN_INT8_TYPES | AFFINE_INT8_TYPES
+PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.IQ4_NL, QT.IQ4_XS}) \
+    | RUN_INT8_TYPES | SCALE16_TYPES | AFFINE_INT8_TYPES
 KIND = {QT.Q8_0: 1, QT.Q5_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
-        QT.Q6_K: 8, **{t: 1 for t in RUN_INT8_TYPES}, **{t: 9 for t in AFFINE_INT8_TYPES}}
+        **{t: 1 for t in RUN_INT8_TYPES}, **{t: 8 for t in SCALE16_TYPES}, **{t: 9 for t in AFFINE_INT8_TYPES}}
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
@@ -118,7 +119,7 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
         return Packed(qtype, n, k, _q5_0_codes(b, n, k), f16(0).contiguous())
     if qtype in RUN_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
-    if qtype == QT.Q6_K or qtype in AFFINE_INT8_TYPES:
+    if qtype in SCALE16_TYPES or qtype in AFFINE_INT8_TYPES:
         return _int8_values(b, qtype, n, k)
     if qtype == QT.Q4_0:
         return Packed(qtype, n, k, b[..., 2:].reshape(n, k // 2).contiguous(), f16(0).contiguous())
@@ -157,36 +158,26 @@ def _q5_0_codes(b: torch.Tensor, n: int, k: int) -> torch.Tensor:
 
 
 def _int8_values(b: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
-    """Q6_K, Q5_K, Q5_1 blocks b [N, K/block, size] -> int8 codes [N, K] and float32 scales, a few rows at a
-    time: Q6_K q - 32 and d * sc per 16 values [N, K/16] (kind 8); Q5_K q and (d * sc, -(dmin * m)), Q5_1 q
-    and (d, m) per 32 values [N, K/32, 2] (kind 9: value d q + m). The products d * sc are exact in float32
-    (an 11-bit by an 8-bit integer), so the values are engine.quant's bit for bit."""
-    from engine.quant import fifth_bits, nibbles
-    from engine.quant_kquants import bit_planes, f16_field, low_nibbles_k, shifts
+    """Q6_K, Q3_K, Q5_K, Q5_1 blocks b [N, K/block, size] -> int8 codes [N, K] and float32 scales, a few rows
+    at a time: Q6_K q - 32, Q3_K its signed q, under d * sc per 16 values [N, K/16] (kind 8); Q5_K q and
+    (d * sc, -(dmin * m)), Q5_1 q and (d, m) per 32 values [N, K/32, 2] (kind 9: value d q + m). The scales
+    are engine.quant's own (its decoders' parts; d * sc is exact in float32), so the values are bit for bit."""
+    from engine.quant import q5_1_parts
+    from engine.quant_kquants import q3_k_parts, q5_k_parts, q6_k_parts
 
     codes = torch.empty((n, k), dtype=torch.int8, device=b.device)
-    q6 = qtype == QT.Q6_K
-    scales = torch.empty((n, k // 16) if q6 else (n, k // 32, 2), dtype=torch.float32, device=b.device)
+    per16 = KIND[qtype] == 8
+    scales = torch.empty((n, k // 16) if per16 else (n, k // 32, 2), dtype=torch.float32, device=b.device)
     step = max(1, (1 << 22) // k)
     for a in range(0, n, step):
-        blk = b[a:a + step]
-        m = blk.shape[0]
-        if q6:
-            flat = blk.reshape(-1, 210)
-            lo = ((flat[:, :128].reshape(-1, 2, 1, 64) >> shifts(0, 4, device=b.device)) & 0x0F).reshape(-1, 8, 32)
-            hi = ((flat[:, 128:192].reshape(-1, 2, 1, 32) >> shifts(0, 2, 4, 6, device=b.device)) & 0x03).reshape(-1, 8, 32)
-            q = (lo | (hi << 4)).view(torch.int8) - 32
-            sc = f16_field(flat, 208) * flat[:, 192:208].view(torch.int8).float()
-        elif qtype == QT.Q5_K:
-            flat = blk.reshape(-1, 176)
-            q = (low_nibbles_k(flat[:, 48:176]) | (bit_planes(flat[:, 16:48], 8) << 4)).view(torch.int8)
-            s, mn = scale_min_k4(flat[:, 4:16])
-            sc = torch.stack((f16_field(flat, 0) * s.float(), -(f16_field(flat, 2) * mn.float())), -1)
-        else:                             # Q5_1: d, m, the fifth bits, the nibbles
-            flat = blk.reshape(-1, 24)
-            q = (nibbles(flat[:, 8:24]) | fifth_bits(flat[:, 4:8])).view(torch.int8)
-            sc = torch.cat((f16_field(flat, 0), f16_field(flat, 2)), -1)
-        codes[a:a + m] = q.reshape(m, k)
+        blk = b[a:a + step].reshape(-1, b.shape[-1])
+        m = blk.shape[0] * GGML_QUANT_SIZES[qtype][0] // k
+        if per16:
+            sc, q = (q6_k_parts if qtype == QT.Q6_K else q3_k_parts)(blk)
+        else:
+            d, mn, q = (q5_k_parts if qtype == QT.Q5_K else q5_1_parts)(blk)
+            sc = torch.stack((d, -mn if qtype == QT.Q5_K else mn), -1)
+        codes[a:a + m] = q.view(torch.int8).reshape(m, k)
         scales[a:a + m] = sc.reshape(scales[a:a + m].shape)
     return Packed(qtype, n, k, codes, scales)
 
@@ -254,7 +245,7 @@ def unpack(p: Packed) -> torch.Tensor:
     n, k = p.n, p.k
     if p.kind == 1:                               # Q8_0, Q5_0 and the run-int8 IQ types
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
-    if p.kind == 8:                               # Q6_K: (d * sc) * (q - 32) per 16
+    if p.kind == 8:                               # Q6_K, Q3_K: (d * sc) * q per 16
         return (p.scales[..., None] * p.codes.reshape(n, k // 16, 16).float()).reshape(n, k)
     if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
         d, m = p.scales.unbind(-1)

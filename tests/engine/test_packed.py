@@ -23,8 +23,9 @@ TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 # The types a matmul kernel's tests run: the four run-int8 IQ types pack to the same planes (int8 codes, a
 # float32 scale per 32 values, kind 1: test_run_int8_types_are_q8_planes_with_float32_scales), so every
 # kernel runs the same code on each of them; IQ3_S stands for the four (their values are checked above).
-# Q5_0 packs to Q8_0's planes exactly (test_q5_0_is_q8_planes), so Q8_0 stands for it too.
-KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t != QT.Q5_0]
+# Q5_0 packs to Q8_0's planes exactly (test_q5_0_is_q8_planes), so Q8_0 stands for it too; Q3_K packs to
+# Q6_K's (kind 8: test_int8_value_types), so Q6_K stands for it.
+KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t not in (QT.Q5_0, QT.Q3_K)]
 
 
 def blocks(qt, n, k, seed=0):
@@ -78,12 +79,13 @@ def test_q5_0_is_q8_planes():
     assert same_bits(unpack(pack(data, QT.Q5_0, 1408)), dequantize(data, QT.Q5_0, n * 1408).reshape(n, 1408))
 
 
-@pytest.mark.parametrize("qt,kind,lo,hi", [(QT.Q6_K, 8, -32, 31), (QT.Q5_K, 9, 0, 31), (QT.Q5_1, 9, 0, 31)],
+@pytest.mark.parametrize("qt,kind,lo,hi", [(QT.Q6_K, 8, -32, 31), (QT.Q3_K, 8, -4, 3), (QT.Q5_K, 9, 0, 31),
+                                           (QT.Q5_1, 9, 0, 31)],
                          ids=lambda v: getattr(v, "name", None) or str(v))
 def test_int8_value_types(qt, kind, lo, hi):
-    """Q6_K (a Q4_K_M file's head, half its v and down matrices), Q5_K and Q5_1 become int8 codes with
-    float32 scales (Q6_K: d * sc per 16 values; Q5_K, Q5_1: (d, m) per 32), read by the int8 kernels as
-    kinds 8 and 9; the values exact (test_unpack_is_bit_identical_to_engine_quant), over the packer's row
+    """Q6_K (a Q4_K_M file's head, half its v and down matrices), Q3_K, Q5_K and Q5_1 become int8 codes
+    with float32 scales (Q6_K, Q3_K: d * sc per 16 values; Q5_K, Q5_1: (d, m) per 32), read by the int8
+    kernels as kinds 8 and 9; the values exact (test_unpack_is_bit_identical_to_engine_quant), over the packer's row
     chunks, and the GPU memory estimate counts their 10 bits per value."""
     from types import SimpleNamespace
 
