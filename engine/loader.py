@@ -19,13 +19,14 @@ from engine.draft_guard import guards
 from engine.drafts import MTP_SOURCES, DraftPlan, MtpDrafter, ring_rows
 from engine.errors import ConfigError, ModelFileError, OutOfMemoryError
 from engine.gguf_file import GGUFFile, read_gguf
+from engine.kernels import packed
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
 from engine.model_files import MTP_BASE_BYTES, mtp_sidecar, resolve_model
 from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
 from engine.tokenizer import Tokenizer
-from engine.model_info import INT4_PARTS, cpu_matrix_bytes, gpu_matrix_bytes, layer_bytes, model_info
+from engine.model_info import INT4_PARTS, compact_orders, cpu_matrix_bytes, gpu_matrix_bytes, layer_bytes, model_info
 from engine.weights import WeightLoader
 
 # STRATA_PROMPT_TILE: a dense model's GPU prompt tile (and chunk) for measuring (tests/gpu/run_prompt_tiles.sh)
@@ -112,7 +113,7 @@ def _decode_kernel(config: EngineConfig, devices: list[str], notes: list[str]) -
         if config.decode_kernel != "auto":
             notes.append(f"--decode-kernel {config.decode_kernel} applies to GPU stages only: not used")
         return ""
-    from engine.kernels import packed, q4k_mma, stream_matmul       # import triton: GPU loads only
+    from engine.kernels import q4k_mma, stream_matmul       # import triton: GPU loads only
     cuda = [torch.device(d) for d in devices if d.startswith("cuda")]
     mma_ok = all(q4k_mma.available(d) for d in cuda)
     kernel = config.decode_kernel
@@ -177,25 +178,55 @@ def check_quant_types(gf: GGUFFile) -> None:
 
 
 def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[str], dtype: torch.dtype, ctx: int,
-           groups: list[list[int]], plan: DraftPlan, notes: list[str]) -> list[int]:
-    """Stage start layers (explicit, or `auto`), checked against each device's free memory.
+           groups: list[list[int]], plan: DraftPlan, notes: list[str]) -> tuple[list[int], frozenset[str]]:
+    """(stage start layers (explicit, or `auto`), the types GPU stages keep in the file's layout), checked
+    against each device's free memory.
 
     Bytes each stage holds: CPU stages keep a dense copy of every matrix in the compute dtype (the file
-    stays memory-mapped; the embedding is decoded row by row), GPU stages the quantized bytes. `auto`
-    balances the bytes each stage reads per window: the last stage reads the head once per pick row
-    and the MTP layer once per catch-up and chain step, so with drafts it takes fewer layers."""
+    stays memory-mapped; the embedding is decoded row by row), GPU stages the quantized bytes, repacked
+    for streaming (engine.kernels.packed: larger than the file's for Q6_K, Q5_K, the IQ types...). Where
+    that does not fit but the file's own bytes do, the types whose streaming form grows most stay in the
+    file's layout, one more at a time until it fits (model_info.compact_orders), as llama.cpp would fit
+    them: their matrices then run the slower GGUF-layout kernel, and a note says so. `auto` balances the
+    bytes each stage reads per window: the last stage reads the head once per pick row and the MTP layer
+    once per catch-up and chain step, so with drafts it takes fewer layers."""
+    on_cpu = devices[0] == "cpu"
+    orders = [frozenset()] if on_cpu else compact_orders(gf)
+    for i, keep in enumerate(orders):
+        try:
+            starts, need = _stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, notes if i == 0 else [],
+                                         keep)
+        except OutOfMemoryError:
+            if i == len(orders) - 1:
+                raise
+            continue
+        if keep:
+            more = sum(_stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, [], frozenset(), False)[1]) \
+                - sum(need)
+            notes.append(f"{', '.join(sorted(keep))} matrices stay in the file's layout on the GPU: their streaming "
+                         f"form ({more / layout.GiB:.2f} GiB more) does not fit, so they run the slower GGUF-layout "
+                         f"kernel (a smaller --ctx / --parallel or another GPU gives them room)")
+        return starts, keep
+    raise AssertionError("compact_orders gives at least one order")
+
+
+def _stage_starts(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[str], dtype: torch.dtype,
+                  ctx: int, groups: list[list[int]], plan: DraftPlan, notes: list[str], keep: frozenset[str],
+                  check: bool = True) -> tuple[list[int], list[int]]:
+    """_place's (stage start layers, bytes each stage needs) with the types in keep as stored, checked against
+    free memory where `check` (raises OutOfMemoryError)."""
     on_cpu = devices[0] == "cpu"
     dense = torch.finfo(dtype).bits // 8 if on_cpu else None
     fast = dtype == torch.bfloat16
-    blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense, fast)
+    blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense, fast, keep)
     lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-    embd = 0 if on_cpu else gpu_matrix_bytes(gf.tensors["token_embd.weight"])   # CPU: rows read from the mapped file
+    embd = 0 if on_cpu else gf.tensors["token_embd.weight"].nbytes   # GPU: the file's blocks; CPU: rows read from the mapped file
     if on_cpu:      # a Q8_0 head in the fast mode: the file's blocks (engine.cpu_gemm.q8_head)
         head = head_t.nbytes if fast and cpu_gemm.q8_head(head_t.qtype, head_t.torch_shape) else \
             cpu_matrix_bytes(head_t, dense, fast)
     else:
-        head = gpu_matrix_bytes(head_t)
+        head = gpu_matrix_bytes(head_t, keep)
     starts = layout.parse_split(config.layer_split, cfg.n_layers, len(devices))
     if starts is None:
         depth = plan.depth(pipelined=len(groups) > 1) if plan.mtp else 0
@@ -218,8 +249,9 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] + ring if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]
-    layout.check_fits(need, devices)
-    return starts
+    if check:
+        layout.check_fits(need, devices)
+    return starts, need
 
 
 def _capture_tiles(stages: list[Stage], pipeline: Pipeline) -> None:
@@ -278,6 +310,7 @@ class Placement:
     plan: DraftPlan
     starts: list[int]
     notes: list[str]
+    compact: frozenset[str] = frozenset()     # types GPU stages keep in the file's layout, to fit (_place)
 
 
 def place(config: EngineConfig, progress=lambda f, m: None) -> Placement:
@@ -318,8 +351,8 @@ def place(config: EngineConfig, progress=lambda f, m: None) -> Placement:
                      has_mtp=cfg.n_mtp > 0)
     if cfg.ssm_conv:                      # a hybrid: what a slot's state ring holds (engine.gdn)
         plan.max_depth = STATE_RING - cfg.ssm_conv
-    starts = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
-    return Placement(str(path), gf, cfg, devices, ctx, groups, dtype, decode_kernel, plan, starts, notes)
+    starts, compact = _place(gf, cfg, config, devices, dtype, ctx, groups.groups, plan, notes)
+    return Placement(str(path), gf, cfg, devices, ctx, groups, dtype, decode_kernel, plan, starts, notes, compact)
 
 
 def _load_model(config: EngineConfig, progress) -> LoadedModel:
@@ -327,6 +360,7 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
     p = place(config, progress)
     path, gf, cfg, devices, ctx, groups = p.path, p.gf, p.cfg, p.devices, p.ctx, p.groups
     dtype, decode_kernel, plan, starts, notes = p.dtype, p.decode_kernel, p.plan, p.starts, p.notes
+    packed.FIT_KEEP = p.compact             # GPU stages: these types stay in the file's layout (_place)
     ends = starts[1:] + [cfg.n_layers]
     threads = cpu_threads(devices, notes)
     tok = Tokenizer.from_gguf(gf)

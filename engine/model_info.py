@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
 from engine.config import ModelConfig, model_config
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import ModelInfo
@@ -43,15 +45,33 @@ GPU_BYTES_PER_VALUE = {**{name: (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
                        **{name: (5, 4) for name in ("Q6_K", "Q3_K", "Q5_K", "Q5_1")}}
 
 
-def gpu_matrix_bytes(t) -> int:
-    """Bytes a GPU stage keeps for a tensor: as stored, or in GPU_BYTES_PER_VALUE's form."""
-    frac = GPU_BYTES_PER_VALUE.get(t.qtype.name) if len(t.shape) > 1 else None
+def gpu_matrix_bytes(t, keep: frozenset[str] = frozenset()) -> int:
+    """Bytes a GPU stage keeps for a tensor: as stored, or in GPU_BYTES_PER_VALUE's form (not for the
+    types in keep: those stay in the file's layout, engine.kernels.packed.FIT_KEEP)."""
+    frac = GPU_BYTES_PER_VALUE.get(t.qtype.name) if len(t.shape) > 1 and t.qtype.name not in keep else None
     return t.n_elements * frac[0] // frac[1] if frac else t.nbytes
 
 
-def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False) -> list[int]:
-    """Bytes of each block: what GPU stages keep (gpu_matrix_bytes), or for CPU stages (bytes_per_value
-    given) what they keep of each matrix (cpu_matrix_bytes; 1-D norms stay float32)."""
+def compact_orders(gf: GGUFFile) -> list[frozenset[str]]:
+    """The sets of types a GPU load may keep in the file's layout when their streaming form does not fit:
+    none, then the file's types whose GPU form grows most (against the file's bits a value) one more at a
+    time (IQ1_S's 9 bits for 1.56 first, Q6_K's 10 for 6.56 last)."""
+    present = {t.qtype.name for t in gf.tensors.values() if len(t.shape) > 1} & set(GPU_BYTES_PER_VALUE)
+
+    def growth(name: str) -> float:
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
+        num, den = GPU_BYTES_PER_VALUE[name]
+        return num / den / (size / block)
+
+    ranked = sorted(present, key=lambda n: (-growth(n), n))
+    return [frozenset(ranked[:i]) for i in range(len(ranked) + 1)]
+
+
+def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None, fast: bool = False,
+                keep: frozenset[str] = frozenset()) -> list[int]:
+    """Bytes of each block: what GPU stages keep (gpu_matrix_bytes, keep: its types kept as stored), or for
+    CPU stages (bytes_per_value given) what they keep of each matrix (cpu_matrix_bytes; 1-D norms stay
+    float32)."""
     out = [0] * n_blocks
     for t in gf.tensors.values():
         index = t.name.split(".")[1] if t.name.startswith("blk.") else ""
@@ -59,7 +79,7 @@ def layer_bytes(gf: GGUFFile, n_blocks: int, bytes_per_value: int | None = None,
             i = int(index)
             if i < n_blocks:
                 dense = bytes_per_value is not None and len(t.shape) > 1
-                out[i] += cpu_matrix_bytes(t, bytes_per_value, fast) if dense else gpu_matrix_bytes(t)
+                out[i] += cpu_matrix_bytes(t, bytes_per_value, fast) if dense else gpu_matrix_bytes(t, keep)
     return out
 
 

@@ -57,6 +57,9 @@ GPU_IQ4 = os.environ.get("STRATA_GPU_IQ4", "1") == "1"
 # STRATA_GPU_KEEP=Q5_0,...: types left in the GGUF layout on GPU stages (their matrices on the GGUF-layout
 # kernel, their expert stacks on engine.block.moe's per-expert loop), to measure what repacking them gives
 GPU_KEEP = frozenset(t.strip() for t in os.environ.get("STRATA_GPU_KEEP", "").split(",") if t.strip())
+# types the load keeps in the GGUF layout because their streaming form does not fit (set by each load:
+# engine.loader._place)
+FIT_KEEP: frozenset[str] = frozenset()
 # Q4_K matrices repacked on GPU stages take the tensor-core decode kernel's code order (set by the loader
 # when that is the decode kernel: engine.loader._decode_kernel)
 MMA_Q4K = False
@@ -90,7 +93,7 @@ class Packed:
 
 def supports(qtype, k: int) -> bool:
     return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES) \
-        and QT(qtype).name not in GPU_KEEP
+        and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
 
 def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:

@@ -148,3 +148,45 @@ def test_decode_kernel_is_checked_and_said(synthetic):
     assert m.effective.decode_kernel == ""
     assert any("--decode-kernel imma applies to GPU stages only" in f for f in m.effective.fallbacks)
     assert load_model(EngineConfig(model=model)).effective.fallbacks == []
+
+
+def test_types_stay_in_the_files_layout_where_their_gpu_form_does_not_fit(tmp_path, monkeypatch):
+    """GPU stages repack Q5_1 (10 bits a value) and Q5_0 (8.5) for streaming, more than the file's 6 and
+    5.5: where that does not fit but the file's bytes do, the type that grows most stays as stored first,
+    then the next, and the effective configuration says so; the load's kernels then leave them
+    unrepacked (packed.FIT_KEEP), and a later load starts again from none."""
+    from engine import loader
+    from engine.gguf_file import read_gguf
+    from engine.kernels import packed
+    from engine.model_info import compact_orders
+    from engine.synthetic import make_model
+
+    path = make_model("llama", "tiny", tmp_path / "q5.gguf", qtype="Q5_0", qtype_map="*.ffn_down.weight=Q5_1")
+    assert compact_orders(read_gguf(path)) == [frozenset(), frozenset({"Q5_1"}), frozenset({"Q5_1", "Q5_0"})]
+    monkeypatch.setattr(layout, "parse_devices", lambda spec: ["cuda:0"])
+    monkeypatch.setattr(loader, "_decode_kernel", lambda config, devices, notes: "dp4a")
+    monkeypatch.setattr(layout, "free_bytes", lambda dev: 1 << 50)
+    config = EngineConfig(model=str(path), devices="cuda:0")
+    p = loader.place(config)
+    need = {keep: sum(loader._stage_starts(p.gf, p.cfg, config, p.devices, p.dtype, p.ctx, p.groups.groups, p.plan,
+                                           [], keep, False)[1]) for keep in compact_orders(p.gf)}
+    full, q51, both = need.values()
+    assert full > q51 > both
+    for free, compact in ((full, frozenset()), (full - 1, {"Q5_1"}), (both, {"Q5_1", "Q5_0"})):
+        monkeypatch.setattr(layout, "free_bytes", lambda dev, free=free: free)
+        p = loader.place(config)
+        assert p.compact == compact
+        said = [n for n in p.notes if "stay in the file's layout" in n]
+        assert len(said) == (1 if compact else 0)
+        if compact:
+            assert said[0].startswith(", ".join(sorted(compact)) + " matrices") and "GiB more" in said[0]
+    monkeypatch.setattr(layout, "free_bytes", lambda dev: both - 1)
+    with pytest.raises(OutOfMemoryError, match="stage 0 \\(cuda:0\\) needs"):
+        loader.place(config)
+    monkeypatch.setattr(packed, "FIT_KEEP", frozenset({"Q5_1"}))
+    assert packed.supports(packed.QT.Q5_0, 64) and not packed.supports(packed.QT.Q5_1, 64)
+    monkeypatch.undo()
+    packed.FIT_KEEP = frozenset({"Q5_1"})
+    m = load_model(EngineConfig(model=str(path)))        # a CPU load: nothing kept for fit
+    m.pipeline.close()
+    assert packed.FIT_KEEP == frozenset()
