@@ -59,17 +59,22 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
-        q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
         bok = okn & (c * 8 + g < K // 32)
-        if KIND == 8:                                # Q6_K: (d * sc) per 16 values, times q - 32
-            d = tl.load(scales + nn * (K // 16) + c * 16 + g * 2 + j // 16, mask=bok, other=0.0)
-            w_lo = d * q
+        if KIND == 8:                                # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
+            g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the
+            j16 = tl.arange(0, 16)[None, None, :]    # pipelined prompt kernel's shared memory overflows)
+            k16 = c * 256 + g16 * 16 + j16
+            q16 = tl.load(codes + nn * K + k16, mask=okn & (k16 < K), other=0).to(tl.float32)
+            d = tl.load(scales + nn * (K // 16) + c * 16 + g16, mask=okn & (c * 16 + g16 < K // 16), other=0.0)
+            w_lo = tl.reshape(d * q16, (n.shape[0], 8, 32))
         elif KIND == 9:                              # Q5_K / Q5_1: d q + m per 32
+            q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
             blk = nn * (K // 32) + c * 8 + g
             d = tl.load(scales + blk * 2, mask=bok, other=0.0)
             mm = tl.load(scales + blk * 2 + 1, mask=bok, other=0.0)
             w_lo = d * q + mm
         else:
+            q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
             d = tl.load(scales + nn * (K // 32) + c * 8 + g, mask=bok, other=0.0)
             w_lo = q * d.to(tl.float32)
         w_hi = w_lo
