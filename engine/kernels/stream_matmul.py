@@ -22,10 +22,14 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.kernels.iq4 import kvalue
+from engine.kernels.iq4 import kvalue, kvalues8
 from engine.kernels.packed import Packed
 
 CHUNK = 256
+INTERP = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
+# the prompt kernels' IQ4_NL / IQ4_XS values: by byte permutes, four codes a word (1), or a select tree per
+# code (0); the same values either way
+IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "1") == "1")
 # rows per program of the prompt (tensor-core) kernel: each program dequantizes its BN weight rows once for
 # this many x rows, so larger is less dequantizing per row; fixed for the run (a prompt row is always in
 # such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,
@@ -104,10 +108,16 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
             w4 = tl.arange(0, 4)[None, None, :]
             wd = tl.load(words + nn * (K // 8) + c * 32 + g * 4 + w4, mask=okn & (c * 128 + g * G + 4 * w4 < K // 2),
-                         other=0)[:, :, :, None]
-            sh = 4 * tl.arange(0, 4)[None, None, None, :]
-            v_lo = kvalue(tl.reshape((wd >> sh) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
-            v_hi = kvalue(tl.reshape((wd >> (sh + 16)) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
+                         other=0)
+            if IQ4_PRMT:        # four codes' int8 values a word by byte permutes (kvalues8), then each byte
+                va, vb = kvalues8(wd, INTERP)
+                sh8 = 24 - 8 * tl.arange(0, 4)[None, None, None, :]
+                v_lo = tl.reshape((va[:, :, :, None] << sh8) >> 24, (n.shape[0], NG, G)).to(tl.float32)
+                v_hi = tl.reshape((vb[:, :, :, None] << sh8) >> 24, (n.shape[0], NG, G)).to(tl.float32)
+            else:               # each code by a tree of selects
+                sh = 4 * tl.arange(0, 4)[None, None, None, :]
+                v_lo = kvalue(tl.reshape((wd[:, :, :, None] >> sh) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
+                v_hi = kvalue(tl.reshape((wd[:, :, :, None] >> (sh + 16)) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
             if KIND == 5:
                 blk = nn * (K // 32) + c * 8 + g
                 d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 12 / 14: the prompt kernels' IQ4_NL / IQ4_XS values by byte permutes (engine.kernels.stream_matmul
+# IQ4_PRMT: kvalues8, four codes a word) against the select tree per code (STRATA_IQ4_PRMT=0). GLM-4.5-Air's
+# prompt tile spent 180.7 of 213.3 ms in the grouped expert kernel (IQ4_XS gate|up, IQ4_NL down: one H100,
+# 2026-12-07, run_glm_prompt.sh). First the kernel tests on the GPU (IQ4 and the int8-value types), then
+# GLM-4.5-Air's layer 1 prompt tiles (bench_moe.py) and one stream's bench each way, then the llama-3-8b
+# shape in IQ4_XS (the dense prompt's dequantize kernel) each way, and a sampled batch-test of GLM's small
+# shape in IQ4_XS. Carry [".whl"]. Log: $OUT/log.txt.
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+exec > >(tee "$OUT/log.txt") 2>&1
+nvidia-smi --query-gpu=name --format=csv,noheader
+check "kernel tests IQ4 Q6_K Q5_K Q5_1" timeout 300 python3 -m pytest -q -p no:cacheprovider tests/engine/test_packed.py \
+  tests/engine/test_moe_gemv.py -k "IQ4 or Q6_K or Q5_K or Q5_1 or int8_value"
+$S make-model --arch glm4moe --shape small --qtype IQ4_XS --out $M/glm-s.gguf >/dev/null
+check "batch-test glm4moe small IQ4_XS sampled 4 slots" $BT --model $M/glm-s.gguf --devices cuda:0 --parallel 4 \
+  --temperature 0.8 --seed 3
+glm_air; F=$GLM
+for p in 1 0 1 0; do
+  check "bench_moe glm-4.5-air layer 1 prmt=$p" env STRATA_IQ4_PRMT=$p timeout 150 python3 tests/gpu/bench_moe.py \
+    $F 1 2>&1 | grep -A1 "prompt tile"
+done
+for p in 1 0; do
+  check "bench glm-4.5-air 1 stream prmt=$p" env STRATA_IQ4_PRMT=$p timeout 150 $S bench --model $F --devices cuda:0 \
+    --streams 1 --parallel 1 --max-tokens 64 --prompt-tokens 512 --ctx 2048
+done
+rm -f $F
+$S make-model --arch llama --shape llama-3-8b --qtype IQ4_XS --out $M/l8b-iq4.gguf >/dev/null
+for p in 1 0; do
+  check "bench 8b IQ4_XS prmt=$p" env STRATA_IQ4_PRMT=$p timeout 150 $S bench --model $M/l8b-iq4.gguf --streams 1 \
+    --parallel 1 $B
+done
+summary
