@@ -16,7 +16,7 @@ $S make-model --arch glm4moe --shape small --qtype IQ4_XS --out $M/glm-s.gguf >/
 check "batch-test glm4moe small IQ4_XS sampled 4 slots" $BT --model $M/glm-s.gguf --devices cuda:0 --parallel 4 \
   --temperature 0.8 --seed 3
 glm_air; F=$GLM
-for p in 1 0 1 0; do
+for p in 1 0; do
   check "bench_moe glm-4.5-air layer 1 prmt=$p" env STRATA_IQ4_PRMT=$p timeout 150 python3 tests/gpu/bench_moe.py \
     $F 1 2>&1 | grep -A1 "prompt tile"
 done
