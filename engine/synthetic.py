@@ -76,28 +76,25 @@ def _fill_q5_1(b, rng, d):
 
 def _fill_q4_k(b, rng, d):
     """Sub-block scales sc in 8..31 and mins m = 2*sc with dmin = 3.75*d: every sub-block has mean 0."""
-    s = _scales(rng, len(b), d)
-    b[:, 0:2] = _f16(s)
-    b[:, 2:4] = _f16(3.75 * s)
-    sc = rng.integers(8, 32, (len(b), 8), dtype=np.uint8)
-    _k4_scales(b, sc, 2 * sc)
-
-
-def _k4_scales(b, sc, m):
-    """Q4_K / Q5_K's 12-byte field of eight 6-bit sub-block scales sc and mins m."""
-    b[:, 4:8] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
-    b[:, 8:12] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
-    b[:, 12:16] = (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)
+    _fill_k_scales(b, rng, d, 3.75, 32)
 
 
 def _fill_q5_k(b, rng, d):
-    """Q4_K's scale fields with sub-block scales sc in 8..15, mins m = 2 * sc and dmin = 7.75 * d: every
-    sub-block of 0..31 codes has mean 0."""
+    """Q4_K's scale fields with sc in 8..15 and dmin = 7.75 * d: every sub-block of 0..31 codes has mean 0."""
+    _fill_k_scales(b, rng, d, 7.75, 16)
+
+
+def _fill_k_scales(b, rng, d, dmin_ratio, sc_end):
+    """Q4_K / Q5_K's d, dmin = dmin_ratio * d and 12-byte field of eight 6-bit sub-block scales sc in
+    8..sc_end - 1 and mins m = 2 * sc."""
     s = _scales(rng, len(b), d)
     b[:, 0:2] = _f16(s)
-    b[:, 2:4] = _f16(7.75 * s)
-    sc = rng.integers(8, 16, (len(b), 8), dtype=np.uint8)
-    _k4_scales(b, sc, 2 * sc)
+    b[:, 2:4] = _f16(dmin_ratio * s)
+    sc = rng.integers(8, sc_end, (len(b), 8), dtype=np.uint8)
+    m = 2 * sc
+    b[:, 4:8] = sc[:, :4] | ((sc[:, 4:] >> 4) << 6)
+    b[:, 8:12] = m[:, :4] | ((m[:, 4:] >> 4) << 6)
+    b[:, 12:16] = (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)
 
 
 def _fill_q3_k(b, rng, d):
