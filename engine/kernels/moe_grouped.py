@@ -111,7 +111,12 @@ def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a,
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,
            residual: torch.Tensor | None = None) -> torch.Tensor:
-    """moe_gemv.routed's function for prompt tiles (any row count): [T, D] float32."""
+    """moe_gemv.routed's function for prompt tiles (any row count): [T, D] float32. With
+    STRATA_MOE_PROMPT_Q8=1, on int8 tensor cores where the stacks' types allow (engine.kernels.moe_grouped_q8)."""
+    from engine.kernels import moe_grouped_q8
+
+    if moe_grouped_q8.ON and moe_grouped_q8.supports(lw):
+        return moe_grouped_q8.routed(w, sel, lw, h, n_real, residual)
     t, d = h.shape
     topk = sel.shape[1]
     ne_all, ff = lw.gate_exps.shape[0], lw.gate_exps.shape[1]

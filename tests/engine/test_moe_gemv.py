@@ -191,3 +191,51 @@ def test_prompt_tile_groups_pairs_by_expert(mg, qt, monkeypatch):
     assert ((out[:18].cpu().double() - ref).norm() / ref.norm()).item() < 1e-5
     alone = gr.routed(w[5:6], sel[5:6], lw, h[5:6])
     assert torch.equal(alone[0], out[5])
+
+
+@pytest.mark.parametrize("qt,down", [(QT.Q4_K, QT.Q6_K), (QT.IQ4_XS, QT.IQ4_NL), (QT.Q5_K, QT.Q8_0)],
+                         ids=lambda t: t.name)
+def test_prompt_tile_on_int8_tensor_cores(mg, qt, down, monkeypatch):
+    """moe_grouped_q8 (STRATA_MOE_PROMPT_Q8=1): each launch's pair products are the float64 products of the
+    pairs' int8 x (dp4a_gemv.quantize's rounding) with the expert's exact values; rows past the count hold
+    zeros; a row alone gives the bits it gives among others; moe_grouped.routed takes this path when on."""
+    gr = kernel_module("moe_grouped")
+    q8 = kernel_module("moe_grouped_q8")
+    import engine.kernels.dp4a_gemv as dg
+    import engine.kernels.fused as fused
+    import engine.kernels.packed as packed
+    from engine.kernels.packed import unpack
+
+    monkeypatch.setattr(packed, "GPU_IQ4", True)
+    monkeypatch.setattr(q8, "BN", 256)         # fewer, larger programs for the interpreter (the same arithmetic)
+    lw = experts(qt, down)
+    assert q8.supports(lw)
+    t = 20
+    h, sel, w, _ = tile_inputs(t, 4)
+    n = torch.tensor([18], device=DEV)
+    tab = gr.blocks(sel, E, n, q8.BM)
+
+    def check(x, gu, stack, rows_of_pair, cols):
+        xr = (x[0].float().reshape(x[0].shape[0], -1, 32) * x[1][..., :1]).reshape(x[0].shape[0], -1).double().cpu()
+        for p in range(18 * TOPK):
+            e = int(sel.reshape(-1)[p])
+            ref = xr[rows_of_pair(p)] @ unpack(stack.expert(e).packed).double().cpu().T
+            assert ((gu[p, cols].double().cpu() - ref).norm() / ref.norm()).item() < 1e-6
+
+    xq = dg.quantize(h)
+    gu = torch.zeros((t * TOPK, 2 * F), device=DEV)
+    q8._grouped(xq, False, TOPK, tab, E, lw.gate_exps.packed, lw.up_exps.packed, F, gu)
+    check(xq, gu, lw.gate_exps, lambda p: p // TOPK, slice(0, F))
+    check(xq, gu, lw.up_exps, lambda p: p // TOPK, slice(F, 2 * F))
+    gq = dg.buffers(t * TOPK, F, DEV)
+    fused.glu(gu[None], 1, F, False, h.dtype, gq)
+    y = torch.zeros((t * TOPK, D), device=DEV)
+    q8._grouped(gq, True, TOPK, tab, E, lw.down_exps.packed, None, D, y)
+    check(gq, y, lw.down_exps, lambda p: p, slice(0, D))
+
+    got = q8.routed(w, sel, lw, h, n)
+    assert got[:18].any() and not got[18:].any()
+    alone = q8.routed(w[2:3], sel[2:3], lw, h[2:3].contiguous())
+    assert torch.equal(alone[0], got[2])
+    monkeypatch.setattr(q8, "ON", True)
+    assert torch.equal(gr.routed(w[2:3], sel[2:3], lw, h[2:3].contiguous()), alone)
