@@ -39,6 +39,23 @@ STAGES = int(os.environ.get("STRATA_MOE_GROUP_STAGES", "2"))    # 0: Triton's de
 
 
 @triton.jit
+def block_rows(b, i, order_ptr, blk_first_ptr, blk_rows_ptr, NPA, PER_PAIR: tl.constexpr, TOPK: tl.constexpr,
+               BN: tl.constexpr, BM: tl.constexpr):
+    """Program (block b, i)'s (in_b: stack b's weight rows, n: its weight rows in the stack, m_ok: its pairs
+    that are real, pair: their indices, m: their x rows (int64))."""
+    in_b = i >= NPA
+    n = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+    q = tl.arange(0, BM)
+    m_ok = q < tl.load(blk_rows_ptr + b)
+    pair = tl.load(order_ptr + tl.load(blk_first_ptr + b) + q, mask=m_ok, other=0)
+    if PER_PAIR:
+        m = pair.to(tl.int64)
+    else:
+        m = (pair // TOPK).to(tl.int64)
+    return in_b, n, m_ok, pair, m
+
+
+@triton.jit
 def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_ptr, blk_e_ptr,
                   blk_first_ptr, blk_rows_ptr, E, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE,
                   part, stride_pm, K, cw, sw, bw, KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr,
@@ -47,21 +64,13 @@ def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, 
     i = tl.program_id(1)
     e = tl.load(blk_e_ptr + b)
     if e < E:
-        in_b = i >= NPA
-        n = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+        in_b, n, m_ok, pair, m = block_rows(b, i, order_ptr, blk_first_ptr, blk_rows_ptr, NPA, PER_PAIR, TOPK, BN, BM)
         n_ok = n < NE
-        q = tl.arange(0, BM)
-        m_ok = q < tl.load(blk_rows_ptr + b)
-        pair = tl.load(order_ptr + tl.load(blk_first_ptr + b) + q, mask=m_ok, other=0)
-        if PER_PAIR:
-            m = pair
-        else:
-            m = pair // TOPK
         codes, scales, sub = expert_planes(in_b, e.to(tl.int64) * NE, codes_a, scales_a, sub_a, codes_b, scales_b,
                                            sub_b, cw, sw, bw)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for c in range(0, tl.cdiv(K, 256)):
-            acc = _chunk_dot(acc, x_ptr, stride_xm, m.to(tl.int64), m_ok, codes, scales, sub, n, n_ok, c, K,
+            acc = _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K,
                              KIND, BN, IEEE)
         col = n + tl.where(in_b, NE, 0)
         out = part + pair.to(tl.int64)[:, None] * stride_pm + col[None, :]
@@ -93,19 +102,26 @@ def blocks(sel: torch.Tensor, n_experts: int, n_real: torch.Tensor | None, bm: i
     return order, e, first, rows
 
 
+def launch_args(tab, n_experts: int, a, b, ne: int, part: torch.Tensor, bn: int) -> tuple[tuple, tuple]:
+    """(grid, arguments) a grouped kernel takes after its x and before its constexprs: the block table,
+    stacks a (and b) and the output, for BN = bn weight rows a program."""
+    order, e, first, rows = tab
+    npa = triton.cdiv(ne, bn)
+    ca, sa, ba, cw, sw, bw = planes(a, False)
+    cb, sb, bb = planes(b if b is not None else a, False)[:3]
+    return (e.shape[0], npa * (2 if b is not None else 1)), \
+        (order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part, part.stride(0), a.k, cw, sw, bw)
+
+
 def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a, b, ne: int,
              part: torch.Tensor, bm: int = 0, bn: int = 0, warps: int = 0, stages: int = -1):
     """One grouped launch over the block table `tab` (made with bm pairs a block); bm, bn, warps and
     stages default to the module's configuration (tests/gpu/bench_moe.py sweeps them)."""
-    order, e, first, rows = tab
     bn = bn or BN
-    npa = triton.cdiv(ne, bn)
-    ca, sa, ba, cw, sw, bw = planes(a, False)
-    cb, sb, bb = planes(b if b is not None else a, False)[:3]
+    grid, args = launch_args(tab, n_experts, a, b, ne, part, bn)
     stages = STAGES if stages < 0 else stages
-    return _group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
-        x, x.stride(0), per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
-        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=bn, IEEE=x.dtype == torch.float32, BM=bm or GROUP_BM,
+    return _group_kernel[grid](
+        x, x.stride(0), per_pair, topk, *args, KIND=a.kind, BN=bn, IEEE=x.dtype == torch.float32, BM=bm or GROUP_BM,
         num_warps=warps or WARPS, **({"num_stages": stages} if stages else {}))
 
 

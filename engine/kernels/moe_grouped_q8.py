@@ -29,8 +29,8 @@ import triton.language as tl
 from engine.kernels import dp4a_gemv, fused
 from engine.kernels.dp4a_gemv import INTERPRET, NO_FUSION
 from engine.kernels.iq4 import kvalues8
-from engine.kernels.moe_gemv import combine, expert_planes, planes
-from engine.kernels.moe_grouped import blocks
+from engine.kernels.moe_gemv import combine, expert_planes
+from engine.kernels.moe_grouped import block_rows, blocks, launch_args
 
 KINDS = frozenset({1, 4, 5, 6, 8, 9})
 ON = os.environ.get("STRATA_MOE_PROMPT_Q8", "0") == "1"
@@ -97,17 +97,9 @@ def _q8_group_kernel(xq, xds, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_
     i = tl.program_id(1)
     e = tl.load(blk_e_ptr + b)
     if e < E:
-        in_b = i >= NPA
-        n = (i - tl.where(in_b, NPA, 0)) * BN + tl.arange(0, BN)
+        in_b, n, m_ok, pair, m = block_rows(b, i, order_ptr, blk_first_ptr, blk_rows_ptr, NPA, PER_PAIR, TOPK, BN, BM)
         n_ok = (n < NE)[:, None]
         nn = tl.minimum(n, NE - 1).to(tl.int64)[:, None]
-        q = tl.arange(0, BM)
-        m_ok = q < tl.load(blk_rows_ptr + b)
-        pair = tl.load(order_ptr + tl.load(blk_first_ptr + b) + q, mask=m_ok, other=0)
-        if PER_PAIR:
-            m = pair.to(tl.int64)
-        else:
-            m = (pair // TOPK).to(tl.int64)
         codes, scales, sub = expert_planes(in_b, e.to(tl.int64) * NE, codes_a, scales_a, sub_a, codes_b, scales_b,
                                            sub_b, cw, sw, bw)
         jx = tl.arange(0, 32)[None, :]
@@ -147,15 +139,11 @@ def _grouped(xq, per_pair: bool, topk: int, tab, n_experts: int, a, b, ne: int, 
              bm: int = 0, bn: int = 0, warps: int = 0, stages: int = -1):
     """One launch over the block table `tab` (made with bm pairs a block): part[pair, :] = the pair's int8
     x row (xq: (q, ds) of dp4a_gemv.quantize) times its expert's rows of a (then of b)."""
-    order, e, first, rows = tab
     bn = bn or BN
-    npa = triton.cdiv(ne, bn)
-    ca, sa, ba, cw, sw, bw = planes(a, False)
-    cb, sb, bb = planes(b if b is not None else a, False)[:3]
+    grid, args = launch_args(tab, n_experts, a, b, ne, part, bn)
     stages = STAGES if stages < 0 else stages
-    return _q8_group_kernel[(e.shape[0], npa * (2 if b is not None else 1))](
-        xq[0], xq[1], per_pair, topk, order, e, first, rows, n_experts, ca, sa, ba, cb, sb, bb, npa, ne, part,
-        part.stride(0), a.k, cw, sw, bw, KIND=a.kind, BN=bn, BM=bm or BM, INTERP=INTERPRET,
+    return _q8_group_kernel[grid](
+        xq[0], xq[1], per_pair, topk, *args, KIND=a.kind, BN=bn, BM=bm or BM, INTERP=INTERPRET,
         num_warps=warps or WARPS, **NO_FUSION, **({"num_stages": stages} if stages else {}))
 
 
