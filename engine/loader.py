@@ -193,13 +193,14 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     on_cpu = devices[0] == "cpu"
     orders = [frozenset()] if on_cpu else compact_orders(gf)
     for i, keep in enumerate(orders):
+        said: list[str] = []                # the notes of the attempt that fits only
         try:
-            starts, need = _stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, notes if i == 0 else [],
-                                         keep)
+            starts, need = _stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, said, keep)
         except OutOfMemoryError:
             if i == len(orders) - 1:
                 raise
             continue
+        notes.extend(said)
         if keep:
             more = sum(_stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, [], frozenset(), False)[1]) \
                 - sum(need)
@@ -221,7 +222,8 @@ def _stage_starts(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices:
     blocks = layer_bytes(gf, cfg.n_layers + cfg.n_mtp, dense, fast, keep)
     lb, drafter = blocks[:cfg.n_layers], sum(blocks[cfg.n_layers:cfg.n_layers + 1])
     head_t = gf.tensors["token_embd.weight" if cfg.tied_embeddings else "output.weight"]
-    embd = 0 if on_cpu else gf.tensors["token_embd.weight"].nbytes   # GPU: the file's blocks; CPU: rows read from the mapped file
+    # GPU: the embedding's file blocks (never repacked); CPU: rows read from the mapped file
+    embd = 0 if on_cpu else gf.tensors["token_embd.weight"].nbytes
     if on_cpu:      # a Q8_0 head in the fast mode: the file's blocks (engine.cpu_gemm.q8_head)
         head = head_t.nbytes if fast and cpu_gemm.q8_head(head_t.qtype, head_t.torch_shape) else \
             cpu_matrix_bytes(head_t, dense, fast)

@@ -21,6 +21,11 @@ has 5.5), so its matrices run the int8 kernels instead of the GGUF-layout ones: 
 Q5_0 to the matrices of a Q4_K file whose rows are not a multiple of 256 (GLM-4.5-Air's down experts
 and shared expert, K = 1408).
 
+Q6_K and Q3_K become int8 codes (q - 32; Q3_K's signed q) under a float32 d * sc per 16 values (kind 8),
+Q5_K and Q5_1 int8 codes q under float32 (d, m) per 32, the value d q + m (kind 9; Q5_K's m is
+-(dmin * m)): 10 bits per weight, the products exact in float32. Where the streaming forms do not fit a
+load, the loader keeps the types that grow most in the GGUF layout (FIT_KEEP).
+
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
 lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
