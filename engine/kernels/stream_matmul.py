@@ -28,8 +28,8 @@ from engine.kernels.packed import Packed
 CHUNK = 256
 INTERP = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 # the prompt kernels' IQ4_NL / IQ4_XS values: by byte permutes, four codes a word (1), or a select tree per
-# code (0); the same values either way
-IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "1") == "1")
+# code (0); the same values either way. Off until measured on a GPU (tests/gpu/run_iq4_prmt.sh)
+IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "0") == "1")
 # rows per program of the prompt (tensor-core) kernel: each program dequantizes its BN weight rows once for
 # this many x rows, so larger is less dequantizing per row; fixed for the run (a prompt row is always in
 # such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,

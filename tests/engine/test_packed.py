@@ -222,6 +222,21 @@ def test_dequantize_kernel_writes_engine_quants_values(sm, qt):
     assert ((y.double() - exact).norm() / exact.norm()).item() < 1e-2
 
 
+@pytest.mark.parametrize("qt", [QT.IQ4_NL, QT.IQ4_XS], ids=lambda t: t.name)
+def test_prompt_kernels_iq4_values_by_permutes(sm, qt, monkeypatch):
+    """STRATA_IQ4_PRMT=1: the prompt kernels take IQ4 values four codes a word by byte permutes
+    (iq4.kvalues8), engine.quant's values bit for bit as with the select tree."""
+    import triton.language as tl
+
+    if DEV == "cuda" and not sm.IQ4_PRMT:       # a compiled kernel keeps the globals it was compiled with
+        pytest.skip("on a GPU this runs with STRATA_IQ4_PRMT=1 (tests/gpu/run_iq4_prmt.sh)")
+    monkeypatch.setattr(sm, "IQ4_PRMT", tl.constexpr(True))
+    k = 512 if qt == QT.IQ4_XS else 320
+    data = blocks(qt, 20, k, 4)
+    assert torch.equal(sm.dequantize(pack(data.to(DEV), qt, k), torch.float32).cpu(),
+                       dequantize(data, qt, 20 * k).reshape(20, k))
+
+
 def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> None:
     """Row 7 of `out` = linear(x) again, among other random rows, in calls of other sizes and places."""
     gen = torch.Generator().manual_seed(5)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12 / 14: the prompt kernels' IQ4_NL / IQ4_XS values by byte permutes (engine.kernels.stream_matmul
-# IQ4_PRMT: kvalues8, four codes a word) against the select tree per code (STRATA_IQ4_PRMT=0). GLM-4.5-Air's
+# IQ4_PRMT: kvalues8, four codes a word; off by default until this measures it) against the select tree per
+# code (STRATA_IQ4_PRMT=0). GLM-4.5-Air's
 # prompt tile spent 180.7 of 213.3 ms in the grouped expert kernel (IQ4_XS gate|up, IQ4_NL down: one H100,
 # 2026-12-07, run_glm_prompt.sh). First the kernel tests on the GPU (IQ4 and the int8-value types), then
 # GLM-4.5-Air's layer 1 prompt tiles (bench_moe.py) and one stream's bench each way, then the llama-3-8b
@@ -14,7 +15,7 @@ exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name --format=csv,noheader
 K="IQ4 or Q6_K or Q5_K or Q5_1 or int8_value or int8_tensor"
 [ -z "${QUICK:-}" ] || K="int8_tensor or (Q6_K and layout) or (IQ4_XS and dequantize)"
-check "kernel tests ($K)" timeout 300 python3 -m pytest -q -p no:cacheprovider tests/engine/test_packed.py \
+check "kernel tests ($K), IQ4 permutes on" env STRATA_IQ4_PRMT=1 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/engine/test_packed.py \
   tests/engine/test_moe_gemv.py -k "$K"
 $S make-model --arch glm4moe --shape small --qtype IQ4_XS --out $M/glm-s.gguf >/dev/null
 [ -n "${QUICK:-}" ] || check "batch-test glm4moe small IQ4_XS sampled 4 slots" $BT --model $M/glm-s.gguf --devices cuda:0 --parallel 4 \
