@@ -192,18 +192,20 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
     once per catch-up and chain step, so with drafts it takes fewer layers."""
     on_cpu = devices[0] == "cpu"
     orders = [frozenset()] if on_cpu else compact_orders(gf)
+    full: list[int] = []                    # the stages' needs with every type repacked (the first attempt)
     for i, keep in enumerate(orders):
         said: list[str] = []                # the notes of the attempt that fits only
+        starts, need = _stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, said, keep)
+        full = full or need
         try:
-            starts, need = _stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, said, keep)
+            layout.check_fits(need, devices)
         except OutOfMemoryError:
             if i == len(orders) - 1:
                 raise
             continue
         notes.extend(said)
         if keep:
-            more = sum(_stage_starts(gf, cfg, config, devices, dtype, ctx, groups, plan, [], frozenset(), False)[1]) \
-                - sum(need)
+            more = sum(full) - sum(need)
             notes.append(f"{', '.join(sorted(keep))} matrices stay in the file's layout on the GPU: their streaming "
                          f"form ({more / layout.GiB:.2f} GiB more) does not fit, so they run the slower GGUF-layout "
                          f"kernel (a smaller --ctx / --parallel or another GPU gives them room)")
@@ -212,10 +214,9 @@ def _place(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[s
 
 
 def _stage_starts(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices: list[str], dtype: torch.dtype,
-                  ctx: int, groups: list[list[int]], plan: DraftPlan, notes: list[str], keep: frozenset[str],
-                  check: bool = True) -> tuple[list[int], list[int]]:
-    """_place's (stage start layers, bytes each stage needs) with the types in keep as stored, checked against
-    free memory where `check` (raises OutOfMemoryError)."""
+                  ctx: int, groups: list[list[int]], plan: DraftPlan, notes: list[str],
+                  keep: frozenset[str]) -> tuple[list[int], list[int]]:
+    """_place's (stage start layers, bytes each stage needs) with the types in keep as stored (unchecked)."""
     on_cpu = devices[0] == "cpu"
     dense = torch.finfo(dtype).bits // 8 if on_cpu else None
     fast = dtype == torch.bfloat16
@@ -251,8 +252,6 @@ def _stage_starts(gf: GGUFFile, cfg: ModelConfig, config: EngineConfig, devices:
     need = [sum(lb[a:b]) + sum(cache[a:b]) + work + (embd if k == 0 else 0)
             + (head + (drafter + cache[-1] + ring if plan.mtp else 0) if k == last else 0)
             for k, (a, b) in enumerate(zip(starts, ends))]
-    if check:
-        layout.check_fits(need, devices)
     return starts, need
 
 

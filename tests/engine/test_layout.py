@@ -169,7 +169,7 @@ def test_types_stay_in_the_files_layout_where_their_gpu_form_does_not_fit(tmp_pa
     config = EngineConfig(model=str(path), devices="cuda:0")
     p = loader.place(config)
     need = {keep: sum(loader._stage_starts(p.gf, p.cfg, config, p.devices, p.dtype, p.ctx, p.groups.groups, p.plan,
-                                           [], keep, False)[1]) for keep in compact_orders(p.gf)}
+                                           [], keep)[1]) for keep in compact_orders(p.gf)}
     full, q51, both = need.values()
     assert full > q51 > both
     for free, compact in ((full, frozenset()), (full - 1, {"Q5_1"}), (both, {"Q5_1", "Q5_0"})):
