@@ -1,6 +1,7 @@
 """What a GGUF file holds, from its header alone: no torch, fast enough for the GUI's model picker."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -38,11 +39,14 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
 # GPU stages keep these IQ types as Q8_0's planes with float32 scales, 9 bits per value
 # (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
+# GPU stages keep Q6_K in 6-bit planes, the file's bytes (STRATA_Q6K_PLANES=1), or as int8 codes
+# (engine.kernels.packed.Q6K_PLANES takes this value)
+Q6K_PLANES = os.environ.get("STRATA_Q6K_PLANES", "1") == "1"
 # Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a
 # fraction: RUN_INT8's planes, Q5_0 as Q8_0's (8.5 bits), and Q6_K, Q3_K, Q5_K, Q5_1 as int8 codes with two
 # float32 scales per 32 values (10 bits)
 GPU_BYTES_PER_VALUE = {**{name: (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
-                       **{name: (5, 4) for name in ("Q6_K", "Q3_K", "Q5_K", "Q5_1")}}
+                       **{name: (5, 4) for name in ("Q3_K", "Q5_K", "Q5_1") + (() if Q6K_PLANES else ("Q6_K",))}}
 
 
 def gpu_matrix_bytes(t, keep: frozenset[str] = frozenset()) -> int:

@@ -116,7 +116,7 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
         s0 = tl.load(dp + 1, mask=ok3, other=0.0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = tl.load(dp + 3, mask=ok3, other=0.0)
-    elif KIND == 6:                     # (no minimums: the sums of q unused)
+    elif KIND == 6 or KIND == 10:       # (no minimums: the sums of q unused)
         x2 = tl.load(xp + 8, mask=ok, other=0)
         x3 = tl.load(xp + 12, mask=ok, other=0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
@@ -136,11 +136,17 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
     sub-block 2g, high ones 2g + 1; IQ4_XS: two 32-value runs' looked-up values (ca, cb: run 2g's values
     0..15 and 16..31; mn_lo, mn_hi: run 2g + 1's); Q8_0 (and IQ4_NL's looked-up values): 32 int8 codes in
     two 16-byte halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high; Q6_K: 32 int8 codes, each
-    16-byte half its own scale (plo, phi); Q5_K / Q5_1: 32 int8 codes as Q8_0, a minimum as Q4_1."""
+    16-byte half its own scale (plo, phi); Q5_K / Q5_1: 32 int8 codes as Q8_0, a minimum as Q4_1; Q6_K's
+    planes: 64 values (ca, cb, mn_lo, mn_hi: 16 each, _w_values'), each 16 under its scale (dd, dmin,
+    sc_lo, sc_hi), the first 32 under x's d0 here, the second under d1 in scale_unit."""
     zero = tl.zeros_like(ca)
-    if KIND == 8:
+    if KIND == 8 or KIND == 10:
         plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
         phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
+        if KIND == 10:
+            acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
+            plo = tl.sum(_dp4a(mn_lo, x2, zero, INTERP), axis=3)
+            phi = tl.sum(_dp4a(mn_hi, x3, zero, INTERP), axis=3)
     elif KIND == 4:
         plo = _dp4a(ca & 0x0F0F0F0F, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
@@ -173,6 +179,8 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         acc = tl.fma(dd, t, acc)
     elif KIND == 8:                 # Q6_K: two 16-value halves, scales dd and dmin, under x's d0
         acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
+    elif KIND == 10:                # Q6_K's planes, values 32..63: as kind 8's, scales sc_lo and sc_hi, x's d1
+        acc = tl.fma(d1, tl.fma(sc_hi, phi.to(tl.float32), sc_lo * plo.to(tl.float32)), acc)
     else:
         p = plo.to(tl.float32)
         if KIND == 2:
@@ -187,9 +195,12 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
 @triton.jit
 def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     """Pointers of weight rows n3's first units (lanes u3): codes [.., 4] (one 16-byte vector a lane),
-    scales, and sub-block bytes (Q4_K) or Q6-style run scales (IQ4_XS)."""
+    scales, and sub-block bytes (Q4_K) or Q6-style run scales (IQ4_XS) or words (Q6_K's planes)."""
     j = tl.arange(0, 4)[None, None, None, :]
-    if KIND == 4 or KIND == 6:
+    if KIND == 10:
+        WU: tl.constexpr = 12           # 48 bytes: 32 of low nibbles, 16 of high bits
+        U = K // 64
+    elif KIND == 4 or KIND == 6:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
     elif KIND == 1 or KIND >= 8:
@@ -205,11 +216,14 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
         sb = n3 * (K // 256) + u3 // 4
         sp = scales + sb * 2
         gp = sub + sb * 16 + 2 * (u3 % 4)
-    elif KIND == 3 or KIND >= 8:      # two float32 a unit: Q6_K's halves' scales, (d, m)
+    elif KIND == 3 or KIND == 8 or KIND == 9:     # two float32 a unit: Q6_K's halves' scales, (d, m)
         sp = scales + (n3 * NB + u3) * 2
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
         sp = scales + n3 * (K // 256) + u3 // 4
         gp = sub + n3 * NB + 2 * u3
+    elif KIND == 10:                # d per 256 values, a word of four int8 sub-block scales a unit
+        sp = scales + n3 * (K // 256) + u3 // 4
+        gp = sub + n3 * U + u3
     else:
         sp = scales + n3 * NB + u3
     return cp, sp, gp
@@ -244,6 +258,11 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+    elif KIND == 10:                # Q6_K's planes: low nibbles (ca, cb), high bits (mn_lo), d, scales' word
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        mn_lo = tl.load(cp + 8, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0)
     elif KIND >= 8:                 # Q6_K (dd, dmin: the two halves' scales), Q5_K / Q5_1 (d, m)
         cb = tl.load(cp + 4, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0)
@@ -256,16 +275,35 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _w_values(ca, cb, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr):
+def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr):
     """A step's IQ4 codes -> their int8 values (ca: values 0..15 of the first run, cb: 16..31; IQ4_XS's
-    second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; other kinds as
-    they are."""
+    second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; Q6_K's planes -> its
+    64 values (ca, cb, mn_lo, mn_hi: 16 each) and its four scales d * sc (dd, dmin, sc_lo, sc_hi, exact
+    in float32); other kinds as they are."""
     if KIND == 6:
         mn_lo, mn_hi = kvalues8(cb, INTERP)
         ca, cb = kvalues8(ca, INTERP)
     elif KIND == 5:
         ca, cb = kvalues8(ca, INTERP)
-    return ca, cb, mn_lo, mn_hi
+    elif KIND == 10:
+        hv = mn_lo
+        ca, cb, mn_lo, mn_hi = (_six_bits(ca, hv, 0), _six_bits(cb, hv, 1), _six_bits(ca >> 4, hv, 2),
+                                _six_bits(cb >> 4, hv, 3))
+        sc = sc_lo
+        dmin = dd * ((sc << 16) >> 24).to(tl.float32)
+        sc_lo = dd * ((sc << 8) >> 24).to(tl.float32)
+        sc_hi = dd * (sc >> 24).to(tl.float32)
+        dd = dd * ((sc << 24) >> 24).to(tl.float32)
+    return ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+
+
+@triton.jit
+def _six_bits(lo, hv, G: tl.constexpr):
+    """Words of four int8 values from 6-bit two's complement codes: the low nibbles (lo & 0x0F0F0F0F) and
+    bits 2 G, 2 G + 1 of each byte of hv as bits 4, 5; bit 5 copied into bits 6 and 7 (within each byte)."""
+    u = (lo & 0x0F0F0F0F) | (((hv >> (2 * G)) & 0x03030303) << 4)
+    t = u & 0x20202020
+    return u | (t << 1) | (t << 2)
 
 
 @triton.jit
@@ -314,7 +352,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     read from L1 once per two weight rows); each weight row runs the same code as with XS == 1.
     PF: each step loads the next step's weight units before its rows' dot products (two sets of weight
     registers), so the next loads are in flight while this step computes; the same arithmetic."""
-    WIDE: tl.constexpr = KIND == 4 or KIND == 6      # 64-value units
+    WIDE: tl.constexpr = KIND == 4 or KIND == 6 or KIND == 10     # 64-value units
     if WIDE:
         U = K // 64                     # units per weight row
     else:
@@ -343,6 +381,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 4 * L, 16 * L, 4 * L
     elif KIND == 6:
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, 2 * L, 16 * L, 4 * L
+    elif KIND == 10:
+        step_w, step_s, step_g, step_x, step_d = 12 * L, L // 4, L, 16 * L, 4 * L
     else:
         step_w = (8 if KIND == 1 or KIND >= 8 else 4) * L
         step_s = 2 * L if KIND == 3 or KIND >= 8 else L
@@ -385,11 +425,13 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
                 na_b, nb_b, nd_b, nm_b, ns_lo_b, ns_hi_b, nm_lo_b, nm_hi_b = _w_unit(
                     cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
         # (the codes looked up after the next step's loads are issued)
-        ca, cb, mn_lo, mn_hi = _w_values(ca, cb, mn_lo, mn_hi, KIND, INTERP)
+        ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND,
+                                                                 INTERP)
         if XS == 2:
-            ca_b, cb_b, mn_lo_b, mn_hi_b = _w_values(ca_b, cb_b, mn_lo_b, mn_hi_b, KIND, INTERP)
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_values(
+                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, KIND, INTERP)
         else:
-            ca_b, cb_b, mn_lo_b, mn_hi_b = ca, cb, mn_lo, mn_hi
+            ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
             a0, a1, a2, a3, b0, b1, b2, b3, 0, r0, r3, M, xp, dp, K, cur3, ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo,
             mn_hi, ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, RB, XS, KIND, INTERP)
@@ -462,7 +504,7 @@ def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
         rows = tl.minimum(BN * XS, N - n0)
         pdl.prefetch_rows(codes.to(tl.pointer_type(tl.int8)) + n0 * row_c, rows, row_c, cap, PDL)
         pdl.prefetch_rows(scales.to(tl.pointer_type(tl.int8)) + n0 * row_s, rows, row_s, cap, PDL)
-        if KIND == 4 or KIND == 6:
+        if KIND == 4 or KIND == 6 or KIND == 10:
             pdl.prefetch_rows(sub.to(tl.pointer_type(tl.int8)) + n0 * row_g, rows, row_g, cap, PDL)
     pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
@@ -487,6 +529,11 @@ ROWS_PER_THREAD = int(os.environ.get("STRATA_DP4A_NR", "16" if INTERPRET else "1
 # 503 / 1,376 -> 1,343 tok/s), so 4 stays. 8 for tiles of 8+ rows only (4 below) was no better either
 # (2026-12-02, H200, tests/gpu/run_embed_rb.sh: eight 8B streams 1,342 at 4, 1,319 so; window 5.96 / 6.06 ms).
 ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
+# ... but 8 where that measured faster now that Q4_K runs on q4k_mma (H200, 2026-12-07, llama-3-8b shape,
+# 8 streams, 4 -> 8: Q8_0 1,003 -> 1,208 tok/s, Q4_1 1,290 -> 1,403, Q4_K with a Q6_K head, v and down
+# 1,530 -> 1,696 (Q6_K's int8 codes) and 1,440 -> 1,621 (its 6-bit planes); Q5_K 1,025 / 1,013 and IQ4_XS
+# 1,392 / 1,408 stay at 4; one stream the same at either). STRATA_DP4A_RB sets every kind's
+PASS_ROWS = {1: 8, 3: 8, 8: 8, 10: 8} if "STRATA_DP4A_RB" not in os.environ else {}
 # weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
 # them. A row's bits are the same at either setting (the same code per weight row).
@@ -515,8 +562,8 @@ def shared_x(n: int, bn: int, lanes: int) -> int:
 
 
 def unit_values(kind: int) -> int:
-    """Values of a weight row a thread's unit step covers: 64 for Q4_K and IQ4_XS, else 32."""
-    return 64 if kind in (4, 6) else 32
+    """Values of a weight row a thread's unit step covers: 64 for Q4_K, IQ4_XS and Q6_K's planes, else 32."""
+    return 64 if kind in (4, 6, 10) else 32
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:
@@ -528,7 +575,7 @@ def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREA
 
 
 def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warps: int = WARPS,
-                 nr: int = ROWS_PER_THREAD, rb: int = ROWS_PER_PASS, xs: int = 0,
+                 nr: int = ROWS_PER_THREAD, rb: int = 0, xs: int = 0,
                  pf: bool | None = None) -> tuple[torch.Tensor, int]:
     """x [T, K] (T <= 16) @ W.T for the first n_real rows (an integer device scalar), zeros for the
     other rows: (part [1, T, N], 1). xq: x already quantized (by the kernel that made x), else
@@ -542,7 +589,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
         return part, 1
     xq, xds = xq if xq is not None else quantize(x)
     bn, lanes = plan(w.kind, w.n, w.k, warps, nr)
-    rb = 1 if t == 1 else rb
+    rb = 1 if t == 1 else rb or PASS_ROWS.get(w.kind, ROWS_PER_PASS)
     if pf is None:
         pf = PREFETCH == "1" or (PREFETCH == "solo" and t == 1)
     xs = xs or shared_x(w.n, bn, lanes)

@@ -26,6 +26,10 @@ Q5_K and Q5_1 int8 codes q under float32 (d, m) per 32, the value d q + m (kind 
 -(dmin * m)): 10 bits per weight, the products exact in float32. Where the streaming forms do not fit a
 load, the loader keeps the types that grow most in the GGUF layout (FIT_KEEP).
 
+With `Q6K_PLANES` (STRATA_Q6K_PLANES=1), Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_planes`): per
+64 values 48 code bytes (the low nibbles as Q4_K's, then the high 2 bits), the int8 sub-block scales in
+`sub` and d in `scales`; the kernels multiply d * sc in float32 (exact) and sign-extend the codes.
+
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
 lookup's byte-permute selectors as they stand: engine.kernels.iq4.kvalues8). IQ3_S, IQ3_XXS, IQ2_XXS
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
+from engine import model_info
 from engine.quant_kquants import scale_min_k4
 
 RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
@@ -68,6 +73,11 @@ FIT_KEEP: frozenset[str] = frozenset()
 # Q4_K matrices repacked on GPU stages take the tensor-core decode kernel's code order (set by the loader
 # when that is the decode kernel: engine.loader._decode_kernel)
 MMA_Q4K = False
+# Q6_K repacked in 6-bit planes (kind 10) instead of int8 codes (kind 8): the file's bytes, not 10 bits a
+# weight (STRATA_Q6K_PLANES=0: int8 codes). H200, 2026-12-07 (tests/gpu/run_q6k_planes.sh): llama-3-8b shape
+# Q4_K with a Q6_K head, v and down 5,763 -> 4,856 MiB, one stream 357 -> 381 tok/s, eight 1,696 -> 1,621
+# (both at 8 rows a pass); qwen3-30b-a3b with Q6_K down experts 22,948 -> 18,988 MiB, one stream 370 -> 421
+Q6K_PLANES = model_info.Q6K_PLANES
 
 
 @dataclass
@@ -79,10 +89,11 @@ class Packed:
     scales: torch.Tensor
     sub: torch.Tensor | None = None
     mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
+    planes: bool = False               # Q6_K in 6-bit planes (six_bit_planes)
 
     @property
-    def kind(self) -> int:
-        return 7 if self.mma else KIND[self.qtype]      # 7: Q4_K, codes in the tensor-core order
+    def kind(self) -> int:                  # 7: Q4_K, codes in the tensor-core order; 10: Q6_K's planes
+        return 7 if self.mma else 10 if self.planes else KIND[self.qtype]
 
     @property
     def nbytes(self) -> int:
@@ -93,7 +104,7 @@ class Packed:
         if self.mma and (a % 16 or b % 16):
             raise ValueError(f"rows {a}..{b} of a tensor-core ordered Q4_K matrix: ranges go in steps of 16")
         sub = self.sub[a:b] if self.sub is not None else None
-        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub, self.mma)
+        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub, self.mma, self.planes)
 
 
 def supports(qtype, k: int) -> bool:
@@ -113,10 +124,13 @@ def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tenso
     return v.contiguous().reshape(n, k // 2)
 
 
-def pack(data: torch.Tensor, qtype, k: int, mma: bool = False) -> Packed:
+def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | None = None) -> Packed:
     """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device. mma: Q4_K codes in
-    the tensor-core decode kernel's order (N a multiple of 16)."""
+    the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K in 6-bit planes (default
+    Q6K_PLANES)."""
     qtype = QT(qtype)
+    if qtype == QT.Q6_K and (Q6K_PLANES if planes is None else planes):
+        return six_bit_planes(data, k)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
     b = data.reshape(n, k // block, size)
@@ -190,6 +204,30 @@ def _int8_values(b: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     return Packed(qtype, n, k, codes, scales)
 
 
+def six_bit_planes(data: torch.Tensor, k: int) -> Packed:
+    """Q6_K rows [N, K/256 * 210] -> kind 10: codes uint8 [N, K/64 * 48], per 64 values u = (q - 32) & 63
+    (6-bit two's complement): bytes 0..31 byte i = u[i] & 15 | (u[32 + i] & 15) << 4 (Q4_K's nibble
+    order), bytes 32..47 byte 4 j + b holds u[16 g + 4 j + b] >> 4 in bits 2 g, 2 g + 1 (g = 0..3: the
+    high bits of each 16 values' word j); sub int32 [N, K/64] (each word the 4 int8 sub-block scales of
+    its 64 values, little-endian); scales float16 [N, K/256] (d). The file's 6.5625 bits a weight."""
+    from engine.quant_kquants import q6_k_parts
+
+    n = data.shape[0]
+    b = data.reshape(n, k // 256, 210)
+    codes = torch.empty((n, k // 64, 48), dtype=torch.uint8, device=data.device)
+    step = max(1, (1 << 22) // k)
+    for a in range(0, n, step):
+        blk = b[a:a + step].reshape(-1, 210)
+        m = blk.shape[0] * 256 // k
+        u = (q6_k_parts(blk)[1].reshape(m, k // 64, 64).view(torch.uint8) & 63)
+        codes[a:a + m, :, :32] = u[..., :32] & 15 | (u[..., 32:] & 15) << 4
+        hi = (u >> 4).reshape(m, k // 64, 4, 16)                  # [.., g, 4 j + b]
+        codes[a:a + m, :, 32:] = hi[:, :, 0] | hi[:, :, 1] << 2 | hi[:, :, 2] << 4 | hi[:, :, 3] << 6
+    sub = b[..., 192:208].contiguous().view(torch.int32).reshape(n, k // 64)
+    d = b[..., 208:210].contiguous().view(torch.float16).reshape(n, k // 256)
+    return Packed(QT.Q6_K, n, k, codes.reshape(n, k * 3 // 4), d, sub, planes=True)
+
+
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
     read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
@@ -220,11 +258,11 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
 def cat(parts: list[Packed]) -> Packed:
     """Weights with the same type and K stacked along N (q|k|v, gate|up): one launch reads them all."""
     p0 = parts[0]
-    if any(p.qtype != p0.qtype or p.k != p0.k or p.mma != p0.mma for p in parts):
+    if any(p.qtype != p0.qtype or p.k != p0.k or p.kind != p0.kind for p in parts):
         raise ValueError("stacked weights need the same type, K and code order")
     sub = torch.cat([p.sub for p in parts]) if p0.sub is not None else None
     return Packed(p0.qtype, sum(p.n for p in parts), p0.k, torch.cat([p.codes for p in parts]),
-                  torch.cat([p.scales for p in parts]), sub, p0.mma)
+                  torch.cat([p.scales for p in parts]), sub, p0.mma, p0.planes)
 
 
 def iq4_words(codes: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -255,6 +293,14 @@ def unpack(p: Packed) -> torch.Tensor:
         return (p.codes.reshape(n, k // 32, 32).float() * p.scales.float()[..., None]).reshape(n, k)
     if p.kind == 8:                               # Q6_K, Q3_K: (d * sc) * q per 16
         return (p.scales[..., None] * p.codes.reshape(n, k // 16, 16).float()).reshape(n, k)
+    if p.kind == 10:                              # Q6_K's 6-bit planes: (d * sc) * q per 16
+        c = p.codes.reshape(n, k // 64, 48).int()
+        lo = torch.cat((c[..., :32] & 15, c[..., :32] >> 4), -1)                 # [N, K/64, 64]
+        hi = (c[..., 32:, None] >> torch.arange(0, 8, 2, device=c.device)) & 3   # [.., 4 j + b, g]
+        u = lo | hi.transpose(-1, -2).reshape(n, k // 64, 64) << 4
+        q = ((u ^ 32) - 32).float().reshape(n, k // 16, 16)
+        dl = p.scales.float().repeat_interleave(16, -1) * p.sub.view(torch.int8).float()
+        return (dl[..., None] * q).reshape(n, k)
     if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
         d, m = p.scales.unbind(-1)
         return (d[..., None] * p.codes.reshape(n, k // 32, 32).float() + m[..., None]).reshape(n, k)

@@ -28,8 +28,9 @@ from engine.kernels.packed import Packed
 CHUNK = 256
 INTERP = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 # the prompt kernels' IQ4_NL / IQ4_XS values: by byte permutes, four codes a word (1), or a select tree per
-# code (0); the same values either way. Off until measured on a GPU (tests/gpu/run_iq4_prmt.sh)
-IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "0") == "1")
+# code (0); the same values either way. H200, 2026-12-07 (tests/gpu/run_iq4_prmt.sh): GLM-4.5-Air's prompt
+# tile of 512 rows (IQ4_XS gate|up, IQ4_NL down experts) 4,422 -> 3,025 us in the grouped expert kernel
+IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "1") == "1")
 # rows per program of the prompt (tensor-core) kernel: each program dequantizes its BN weight rows once for
 # this many x rows, so larger is less dequantizing per row; fixed for the run (a prompt row is always in
 # such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,
@@ -64,12 +65,22 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         bok = okn & (c * 8 + g < K // 32)
-        if KIND == 8:                                # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
+        if KIND == 8 or KIND == 10:                  # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
             g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the
             j16 = tl.arange(0, 16)[None, None, :]    # pipelined prompt kernel's shared memory overflows)
-            k16 = c * 256 + g16 * 16 + j16
-            q16 = tl.load(codes + nn * K + k16, mask=okn & (k16 < K), other=0).to(tl.float32)
-            d = tl.load(scales + nn * (K // 16) + c * 16 + g16, mask=okn & (c * 16 + g16 < K // 16), other=0.0)
+            if KIND == 8:
+                k16 = c * 256 + g16 * 16 + j16
+                q16 = tl.load(codes + nn * K + k16, mask=okn & (k16 < K), other=0).to(tl.float32)
+                d = tl.load(scales + nn * (K // 16) + c * 16 + g16, mask=okn & (c * 16 + g16 < K // 16), other=0.0)
+            else:                                    # Q6_K's 6-bit planes (packed.six_bit_planes): 48 bytes
+                unit = codes + nn * (K // 64 * 48) + (c * 4 + g16 // 4) * 48      # per 64 values
+                lo = tl.load(unit + (g16 % 2) * 16 + j16, mask=okn, other=0).to(tl.int32)
+                hi = tl.load(unit + 32 + j16, mask=okn, other=0).to(tl.int32)
+                u = ((lo >> (4 * ((g16 % 4) // 2))) & 15) | (((hi >> (2 * (g16 % 4))) & 3) << 4)
+                q16 = ((u ^ 32) - 32).to(tl.float32)
+                sc = tl.load(sub.to(tl.pointer_type(tl.int8), bitcast=True) + nn * (K // 16) + c * 16 + g16,
+                             mask=okn, other=0)
+                d = tl.load(scales + nn * (K // 256) + c, mask=okn, other=0.0).to(tl.float32) * sc.to(tl.float32)
             w_lo = tl.reshape(d * q16, (n.shape[0], 8, 32))
         elif KIND == 9:                              # Q5_K / Q5_1: d q + m per 32
             q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)

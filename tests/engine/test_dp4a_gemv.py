@@ -14,7 +14,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 from engine.kernels.packed import pack, unpack
-from tests.engine.test_packed import DEV, KERNEL_TYPES, blocks, kernel_module, row_7_everywhere
+from tests.engine.test_packed import DEV, KERNEL_TYPES, blocks, kernel_module, layouts, row_7_everywhere
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +49,13 @@ def test_quantize_rounds_each_block_of_32_to_int8(dg):
     assert not q.reshape(3, 3, 32)[1, 1].any() and d[1, 1] == 0
 
 
-@pytest.mark.parametrize("qt", KERNEL_TYPES, ids=lambda t: t.name)
-def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt):
-    """Every type (KERNEL_TYPES: one run-int8 type for the four), a K that takes several lane steps with a
-    ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value types at 576: 18 units on 8
-    lanes)."""
+@pytest.mark.parametrize("qt,planes", layouts(KERNEL_TYPES))
+def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt, planes):
+    """Every type (KERNEL_TYPES: one run-int8 type for the four; Q6_K in both its layouts), a K that takes
+    several lane steps with a ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value
+    types at 576: 18 units on 8 lanes)."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
-    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
+    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k, planes=planes)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(6)).to(DEV)
     y = sm.linear(x, p)
     ref = dequantized_x(dg, x).double() @ unpack(p).double().T
@@ -82,14 +82,14 @@ def test_decode_kernel_lanes_and_steps(dg, k, qt):
     assert ((part[0].double() - ref).norm() / ref.norm()).item() < 1e-6
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.Q4_1, QT.Q8_0, QT.IQ4_XS], ids=lambda t: t.name)
-def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt):
+@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.Q4_1, QT.Q8_0, QT.IQ4_XS]))
+def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt, planes):
     """Two weight rows a thread, each x load serving both (xs=2): every weight row runs the same code as
     alone, so the bits equal xs=1's, for 1 and 5 real rows (passes of 1 and 4, one short), a ragged last
     program (20 rows, 8 a program: the last one's second weight rows lie past the matrix) and zeros past
     the real rows."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
-    p = pack(blocks(qt, 20, k, 12).to(DEV), qt, k)
+    p = pack(blocks(qt, 20, k, 12).to(DEV), qt, k, planes=planes)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(13)).to(DEV)
     for m, n_real in ((1, 1), (8, 5)):
         xm, nr = x[:m].contiguous(), torch.tensor([n_real], device=DEV)

@@ -14,7 +14,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 from engine.quant import QuantTensor
-from tests.engine.test_packed import DEV, blocks, kernel_module
+from tests.engine.test_packed import DEV, blocks, kernel_module, layouts
 
 E, D, F, TOPK = 5, 256, 512, 2
 
@@ -65,18 +65,21 @@ def reference(dg, fused, lw, h, w, sel, n):
 
 # (Q4_K, Q5_0): a Q4_K file's stacks where the down experts' K is not a multiple of 256 (GLM-4.5-Air);
 # (Q4_K, Q6_K): a Q4_K_M file's down experts in half the layers (Qwen3-30B-A3B); (Q5_K, Q5_1): a Q5_K file's
-@pytest.mark.parametrize("qt,down", [(QT.Q4_K, None), (QT.Q8_0, None), (QT.Q4_0, None), (QT.IQ4_XS, None),
-                                     (QT.Q4_K, QT.Q5_0), (QT.Q4_K, QT.Q6_K), (QT.Q5_K, QT.Q5_1)],
-                         ids=lambda t: t.name if t else "")
-def test_routed_experts_are_each_rows_own_experts(mg, qt, down, monkeypatch):
+@pytest.mark.parametrize("qt,down,planes", [
+    pytest.param(qt, down, planes, id="-".join(t.name for t in (qt, down) if t) + ("-planes" if planes else ""))
+    for qt, down, planes in [(QT.Q4_K, None, False), (QT.Q8_0, None, False), (QT.Q4_0, None, False),
+                             (QT.IQ4_XS, None, False), (QT.Q4_K, QT.Q5_0, False), (QT.Q4_K, QT.Q6_K, False),
+                             (QT.Q5_K, QT.Q5_1, False), (QT.Q4_K, QT.Q6_K, True)]])
+def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
     import engine.kernels.packed as packed
 
     monkeypatch.setattr(packed, "GPU_IQ4", True)
+    monkeypatch.setattr(packed, "Q6K_PLANES", planes)           # Q6_K stacks in 6-bit planes (kind 10)
 
     lw = experts(qt, down)
-    assert mg.supports(lw)
+    assert mg.supports(lw) and lw.down_exps.packed.kind == (10 if planes else lw.down_exps.packed.kind)
     t = 6
     h, sel, w, gen = tile_inputs(t, 4)
     n = torch.tensor([4], device=DEV)
@@ -148,8 +151,8 @@ def test_device_routing_picks_what_block_route_picks(mg, gating, norm, scale):
     assert not sel[5:].any() and not w[5:].any()
 
 
-@pytest.mark.parametrize("qt", [QT.Q4_K, QT.IQ4_XS, QT.Q6_K], ids=lambda t: t.name)
-def test_prompt_tile_groups_pairs_by_expert(mg, qt, monkeypatch):
+@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.IQ4_XS, QT.Q6_K]))
+def test_prompt_tile_groups_pairs_by_expert(mg, qt, planes, monkeypatch):
     """moe_grouped: the block table covers each real pair once, blocks of one expert, 16 pairs at most;
     the routed sum is each row's experts in its own top-k order (float32 tensor-core sums of the dequantized
     weights, x not rounded), rows past the count zeros, and a row alone gives the bits it gives among others."""
@@ -158,7 +161,9 @@ def test_prompt_tile_groups_pairs_by_expert(mg, qt, monkeypatch):
     from engine.kernels.packed import unpack
 
     monkeypatch.setattr(packed, "GPU_IQ4", True)
+    monkeypatch.setattr(packed, "Q6K_PLANES", planes)
     lw = experts(qt)
+    assert lw.gate_exps.packed.kind == (10 if planes else packed.KIND[qt])
     gen = torch.Generator().manual_seed(8)
     t = 20
     sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)
@@ -207,6 +212,7 @@ def test_prompt_tile_on_int8_tensor_cores(mg, qt, down, monkeypatch):
     from engine.kernels.packed import unpack
 
     monkeypatch.setattr(packed, "GPU_IQ4", True)
+    monkeypatch.setattr(packed, "Q6K_PLANES", False)     # (this kernel reads Q6_K's int8 codes, not its planes)
     monkeypatch.setattr(q8, "BN", 256)         # fewer, larger programs for the interpreter (the same arithmetic)
     lw = experts(qt, down)
     assert q8.supports(lw)

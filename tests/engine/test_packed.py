@@ -15,6 +15,7 @@ import pytest
 import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
+import engine.kernels.packed as packed_module
 from engine.kernels.packed import KIND, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, supports, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
@@ -28,6 +29,12 @@ TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t not in (QT.Q5_0, QT.Q3_K)]
 
 
+def layouts(types) -> list:
+    """(type, planes) params: each type in its default layout, then Q6_K in 6-bit planes (kind 10,
+    packed.six_bit_planes: STRATA_Q6K_PLANES=1)."""
+    return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(QT.Q6_K, True, id="Q6_K-planes")]
+
+
 def blocks(qt, n, k, seed=0):
     block, _ = GGML_QUANT_SIZES[qt]
     return torch.from_numpy(_random_blocks(qt, n * k // block, np.random.default_rng(seed), 0.02)).reshape(n, -1)
@@ -39,12 +46,12 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(((a.view(torch.int32) == b.view(torch.int32)) | both_nan).all())
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
-def test_unpack_is_bit_identical_to_engine_quant(qt):
+@pytest.mark.parametrize("qt,planes", layouts(TYPES))
+def test_unpack_is_bit_identical_to_engine_quant(qt, planes):
     k = 768 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     for data in (blocks(qt, 7, k), torch.randint(0, 256, blocks(qt, 7, k).shape, dtype=torch.uint8,
                                                   generator=torch.Generator().manual_seed(3))):
-        assert same_bits(unpack(pack(data, qt, k)), dequantize(data, qt, 7 * k).reshape(7, k))
+        assert same_bits(unpack(pack(data, qt, k, planes=planes)), dequantize(data, qt, 7 * k).reshape(7, k))
 
 
 def test_run_int8_types_are_q8_planes_with_float32_scales():
@@ -92,14 +99,40 @@ def test_int8_value_types(qt, kind, lo, hi):
     from engine.model_info import gpu_matrix_bytes
 
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 1408
-    p = pack(blocks(qt, 3, k), qt, k)
+    p = pack(blocks(qt, 3, k), qt, k, planes=False)        # (Q6_K's default is its 6-bit planes: below)
     assert p.kind == kind and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
-    assert p.codes.min() == lo and p.codes.max() == hi
-    t = SimpleNamespace(qtype=qt, shape=(k, 3), n_elements=3 * k, nbytes=0)
-    assert gpu_matrix_bytes(t) == p.nbytes == 3 * k * 10 // 8
+    assert p.codes.min() == lo and p.codes.max() == hi and p.nbytes == 3 * k * 10 // 8
+    if qt != QT.Q6_K or not packed_module.Q6K_PLANES:
+        assert gpu_matrix_bytes(SimpleNamespace(qtype=qt, shape=(k, 3), n_elements=3 * k, nbytes=0)) == p.nbytes
     n = 2 * (1 << 22) // k + 5
     data = blocks(qt, n, k, 4)
-    assert same_bits(unpack(pack(data, qt, k)), dequantize(data, qt, n * k).reshape(n, k))
+    assert same_bits(unpack(pack(data, qt, k, planes=False)), dequantize(data, qt, n * k).reshape(n, k))
+
+
+def test_q6k_six_bit_planes():
+    """Q6_K (by default; STRATA_Q6K_PLANES=0: int8 codes) keeps the file's 6.5625 bits a weight in three
+    planes (kind 10): per 64 values 48 code bytes (q - 32 as 6-bit two's complement: Q4_K's nibble order,
+    then the high bits), the sub-block scales as int8 words, d as float16; the values exact over the
+    packer's row chunks, stacked rows, and the GPU memory estimate counts the file's bytes."""
+    from types import SimpleNamespace
+
+    import engine.model_info as model_info
+
+    p = pack(blocks(QT.Q6_K, 3, 512), QT.Q6_K, 512)
+    assert packed_module.Q6K_PLANES == model_info.Q6K_PLANES == (os.environ.get("STRATA_Q6K_PLANES", "1") == "1")
+    assert p.kind == (10 if packed_module.Q6K_PLANES else 8)
+    p = pack(blocks(QT.Q6_K, 3, 512), QT.Q6_K, 512, planes=True)
+    assert p.kind == 10 and p.codes.shape == (3, 384) and p.sub.dtype == torch.int32 and p.sub.shape == (3, 8)
+    assert p.scales.dtype == torch.float16 and p.nbytes == 3 * 2 * 210
+    if model_info.Q6K_PLANES:
+        t = SimpleNamespace(qtype=QT.Q6_K, shape=(512, 3), n_elements=3 * 512, nbytes=3 * 2 * 210)
+        assert model_info.gpu_matrix_bytes(t) == p.nbytes
+    n = 2 * (1 << 22) // 512 + 5
+    data = blocks(QT.Q6_K, n, 512, 4)
+    both = cat([pack(data, QT.Q6_K, 512, planes=True), p])
+    assert both.kind == 10 and same_bits(unpack(both.rows(0, n)), dequantize(data, QT.Q6_K, n * 512).reshape(n, 512))
+    with pytest.raises(ValueError):
+        cat([p, pack(blocks(QT.Q6_K, 3, 512), QT.Q6_K, 512, planes=False)])
 
 
 def test_stacked_rows_are_views_of_the_same_values():
@@ -192,22 +225,22 @@ def sm():
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
-def test_kernel_reads_the_layout_like_engine_quant(sm, qt):
+@pytest.mark.parametrize("qt,planes", layouts(TYPES))
+def test_kernel_reads_the_layout_like_engine_quant(sm, qt, planes):
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 320        # 320: a K tail inside the last chunk
     data = blocks(qt, 20, k, 4)
-    got = sm.unpack_values(pack(data.to(DEV), qt, k)).cpu()
+    got = sm.unpack_values(pack(data.to(DEV), qt, k, planes=planes)).cpu()
     # equal values (the identity product turns -0.0 into +0.0, so not the sign bit of zeros)
     assert torch.equal(got, dequantize(data, qt, 20 * k).reshape(20, k))
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=lambda t: t.name)
-def test_dequantize_kernel_writes_engine_quants_values(sm, qt):
+@pytest.mark.parametrize("qt,planes", layouts(TYPES))
+def test_dequantize_kernel_writes_engine_quants_values(sm, qt, planes):
     """The prompt tiles' "cublas" path dequantizes each weight with one kernel: bit for bit the float32
     values of engine.quant (a K tail inside the last chunk for the 32-value types), then rounded."""
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 320
     data = blocks(qt, 20, k, 4)
-    p = pack(data.to(DEV), qt, k)
+    p = pack(data.to(DEV), qt, k, planes=planes)
     ref = dequantize(data, qt, 20 * k).reshape(20, k)
     assert torch.equal(sm.dequantize(p, torch.float32).cpu(), ref)
     half = sm.dequantize(p, torch.bfloat16).cpu()
@@ -259,16 +292,16 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
     assert torch.equal(sm.linear(x, p), sm.linear(x, g))
 
 
-@pytest.mark.parametrize("qt,rows,kernel", [(qt, 16, "gemv") for qt in KERNEL_TYPES if KIND[qt] <= 4]
-                         + [(qt, 40, "mma") for qt in KERNEL_TYPES],
-                         ids=lambda v: getattr(v, "name", None) or str(v))
-def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel):
+@pytest.mark.parametrize("qt,rows,kernel,planes", [(qt, 16, "gemv", False) for qt in KERNEL_TYPES if KIND[qt] <= 4]
+                         + [(qt, 40, "mma", False) for qt in KERNEL_TYPES] + [(QT.Q6_K, 40, "mma", True)],
+                         ids=lambda v: getattr(v, "name", None) or ("planes" if v is True else str(v)))
+def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel, planes):
     """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of
     the types past kind 4 go to the int8 kernel, tests/engine/test_dp4a_gemv.py) and the tensor-core kernel (under the
     interpreter its numpy tl.dot keeps a row's place in the 16-row block)."""
     monkeypatch.setattr(sm, "DECODE_KERNEL", kernel)
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 576
-    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k)
+    p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k, planes=planes)
     x = torch.randn(rows, k, generator=torch.Generator().manual_seed(6)).to(DEV)
     y = sm.linear(x, p)
     ref = x.double() @ unpack(p).double().T
