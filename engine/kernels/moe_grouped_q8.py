@@ -15,7 +15,10 @@ with dx, sx = d and d * sum(q) of the pair's x block. The integers are exact wha
 the float arithmetic is elementwise in a fixed order, so a pair's result depends only on its x row and its
 expert: prompt rows stay row-invariant. Not bit-equal to moe_grouped (x rounded to int8 here). Types:
 kinds 1 (Q8_0, Q5_0, the run-int8 IQ types), 4 (Q4_K), 5 and 6 (IQ4_NL, IQ4_XS), 8 (Q6_K, Q3_K), 9 (Q5_K,
-Q5_1); other stacks run moe_grouped. Off until measured on a GPU (STRATA_MOE_PROMPT_Q8=1).
+Q5_1); other stacks run moe_grouped. Off (STRATA_MOE_PROMPT_Q8=1 turns it on): slower than moe_grouped
+with IQ4 values by permutes (H200, 2026-12-07, tests/gpu/run_iq4_prmt.sh: GLM-4.5-Air's 512-row prompt tile
+4,857 against 3,025 us; one stream's 512-token prompt 1,980 against 2,802 tok/s). Q6_K's 6-bit planes (kind
+10, the default) run moe_grouped.
 Importing this module imports triton.
 """
 from __future__ import annotations

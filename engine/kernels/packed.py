@@ -21,12 +21,13 @@ has 5.5), so its matrices run the int8 kernels instead of the GGUF-layout ones: 
 Q5_0 to the matrices of a Q4_K file whose rows are not a multiple of 256 (GLM-4.5-Air's down experts
 and shared expert, K = 1408).
 
-Q6_K and Q3_K become int8 codes (q - 32; Q3_K's signed q) under a float32 d * sc per 16 values (kind 8),
+Q3_K (and Q6_K with STRATA_Q6K_PLANES=0) become int8 codes (Q6_K's q - 32; Q3_K's signed q) under a
+float32 d * sc per 16 values (kind 8),
 Q5_K and Q5_1 int8 codes q under float32 (d, m) per 32, the value d q + m (kind 9; Q5_K's m is
 -(dmin * m)): 10 bits per weight, the products exact in float32. Where the streaming forms do not fit a
 load, the loader keeps the types that grow most in the GGUF layout (FIT_KEEP).
 
-With `Q6K_PLANES` (STRATA_Q6K_PLANES=1), Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_planes`): per
+By default (`Q6K_PLANES`) Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_planes`): per
 64 values 48 code bytes (the low nibbles as Q4_K's, then the high 2 bits), the int8 sub-block scales in
 `sub` and d in `scales`; the kernels multiply d * sc in float32 (exact) and sign-extend the codes.
 

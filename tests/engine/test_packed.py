@@ -256,14 +256,14 @@ def test_dequantize_kernel_writes_engine_quants_values(sm, qt, planes):
 
 
 @pytest.mark.parametrize("qt", [QT.IQ4_NL, QT.IQ4_XS], ids=lambda t: t.name)
-def test_prompt_kernels_iq4_values_by_permutes(sm, qt, monkeypatch):
-    """STRATA_IQ4_PRMT=1: the prompt kernels take IQ4 values four codes a word by byte permutes
-    (iq4.kvalues8), engine.quant's values bit for bit as with the select tree."""
+def test_prompt_kernels_iq4_values_by_select_tree(sm, qt, monkeypatch):
+    """STRATA_IQ4_PRMT=0: the prompt kernels take IQ4 values by a tree of selects per code instead of the
+    default byte permutes (iq4.kvalues8, run by the other tests here), engine.quant's values bit for bit."""
     import triton.language as tl
 
-    if DEV == "cuda" and not sm.IQ4_PRMT:       # a compiled kernel keeps the globals it was compiled with
-        pytest.skip("on a GPU this runs with STRATA_IQ4_PRMT=1 (tests/gpu/run_iq4_prmt.sh)")
-    monkeypatch.setattr(sm, "IQ4_PRMT", tl.constexpr(True))
+    if DEV == "cuda" and sm.IQ4_PRMT:           # a compiled kernel keeps the globals it was compiled with
+        pytest.skip("on a GPU this runs with STRATA_IQ4_PRMT=0")
+    monkeypatch.setattr(sm, "IQ4_PRMT", tl.constexpr(False))
     k = 512 if qt == QT.IQ4_XS else 320
     data = blocks(qt, 20, k, 4)
     assert torch.equal(sm.dequantize(pack(data.to(DEV), qt, k), torch.float32).cpu(),

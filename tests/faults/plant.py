@@ -514,12 +514,13 @@ FAULTS = [
     Fault("iq4-prompt-word-halves", "engine/kernels/stream_matmul.py",
           "kvalue(tl.reshape((wd[:, :, :, None] >> (sh + 16)) & 0xF,",
           "kvalue(tl.reshape((wd[:, :, :, None] >> (sh + 12)) & 0xF,",
-          ["tests/engine/test_packed.py::test_dequantize_kernel_writes_engine_quants_values[IQ4_XS]",
-           "tests/engine/test_packed.py::test_kernel_reads_the_layout_like_engine_quant[IQ4_NL]"]),
-    # the same, with the values by byte permutes (STRATA_IQ4_PRMT=1)
+          ["tests/engine/test_packed.py::test_prompt_kernels_iq4_values_by_select_tree[IQ4_XS]",
+           "tests/engine/test_packed.py::test_prompt_kernels_iq4_values_by_select_tree[IQ4_NL]"]),
+    # the same, with the values by byte permutes (the default, STRATA_IQ4_PRMT=1)
     Fault("iq4-prompt-permute-halves", "engine/kernels/stream_matmul.py",
           "v_hi = tl.reshape((vb[:, :, :, None] << sh8)", "v_hi = tl.reshape((va[:, :, :, None] << sh8)",
-          ["tests/engine/test_packed.py::test_prompt_kernels_iq4_values_by_permutes[IQ4_XS]"]),
+          ["tests/engine/test_packed.py::test_dequantize_kernel_writes_engine_quants_values[IQ4_XS]",
+           "tests/engine/test_packed.py::test_kernel_reads_the_layout_like_engine_quant[IQ4_NL]"]),
     # the GPU's IQ4 lookup (PTX, never run by the interpreter) keeping the codes' bit 3 in the lookups'
     # selectors (prmt's sign fill)
     Fault("iq4-prmt-sign-fill", "engine/kernels/iq4.py",
