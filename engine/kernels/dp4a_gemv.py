@@ -110,7 +110,7 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
     x3 = x1
     d0 = tl.load(dp, mask=ok3, other=0.0)
     s0 = d0
-    if KIND == 4:
+    if KIND == 4 or KIND == 11:
         x2 = tl.load(xp + 8, mask=ok, other=0)
         x3 = tl.load(xp + 12, mask=ok, other=0)
         s0 = tl.load(dp + 1, mask=ok3, other=0.0)
@@ -156,7 +156,7 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         plo = _dp4a(ca, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
         phi = plo
-        if KIND == 6:
+        if KIND == 6 or KIND == 11:
             phi = _dp4a(mn_lo, x2, zero, INTERP)
             phi = tl.sum(_dp4a(mn_hi, x3, phi, INTERP), axis=3)
     else:
@@ -181,6 +181,9 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
     elif KIND == 10:                # Q6_K's planes, values 32..63: as kind 8's, scales sc_lo and sc_hi, x's d1
         acc = tl.fma(d1, tl.fma(sc_hi, phi.to(tl.float32), sc_lo * plo.to(tl.float32)), acc)
+    elif KIND == 11:                # Q5_K's planes: two sub-blocks, scales dd, dmin and minimums sc_lo, sc_hi
+        t = tl.fma(dmin, d1 * phi.to(tl.float32), dd * (d0 * plo.to(tl.float32)))
+        acc = tl.fma(-sc_hi, s1, tl.fma(-sc_lo, s0, acc + t))
     else:
         p = plo.to(tl.float32)
         if KIND == 2:
@@ -200,7 +203,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     if KIND == 10:
         WU: tl.constexpr = 12           # 48 bytes: 32 of low nibbles, 16 of high bits
         U = K // 64
-    elif KIND == 4 or KIND == 6:
+    elif KIND == 4 or KIND == 6 or KIND == 11:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
     elif KIND == 1 or KIND >= 8:
@@ -212,10 +215,13 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     NB = K // 32
     cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
     gp = sub
-    if KIND == 4:
+    if KIND == 4 or KIND == 11:
         sb = n3 * (K // 256) + u3 // 4
         sp = scales + sb * 2
-        gp = sub + sb * 16 + 2 * (u3 % 4)
+        if KIND == 4:
+            gp = sub + sb * 16 + 2 * (u3 % 4)
+        else:                       # three words a unit: scales and minimums, then the fifth bits
+            gp = sub + (n3 * U + u3) * 3
     elif KIND == 3 or KIND == 8 or KIND == 9:     # two float32 a unit: Q6_K's halves' scales, (d, m)
         sp = scales + (n3 * NB + u3) * 2
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
@@ -263,6 +269,13 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         mn_lo = tl.load(cp + 8, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0)
+    elif KIND == 11:                # Q5_K's planes: low nibbles, d, dmin, the scales' word, the fifth bits
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0)
+        mn_lo = tl.load(gp + 1, mask=wok3, other=0)
+        mn_hi = tl.load(gp + 2, mask=wok3, other=0)
     elif KIND >= 8:                 # Q6_K (dd, dmin: the two halves' scales), Q5_K / Q5_1 (d, m)
         cb = tl.load(cp + 4, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0)
@@ -294,7 +307,23 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
         sc_lo = dd * ((sc << 8) >> 24).to(tl.float32)
         sc_hi = dd * (sc >> 24).to(tl.float32)
         dd = dd * ((sc << 24) >> 24).to(tl.float32)
+    elif KIND == 11:                # -> values (ca, cb, mn_lo, mn_hi), d * sc (dd, dmin), dmin * m (sc_lo, sc_hi)
+        j = tl.arange(0, 4)[None, None, None, :]
+        h = tl.where(j < 2, mn_lo[:, :, :, None], mn_hi[:, :, :, None]) >> (j % 2)
+        ca, cb, mn_lo, mn_hi = (_five_bits(ca, h, 0), _five_bits(cb, h, 1), _five_bits(ca >> 4, h, 2),
+                                _five_bits(cb >> 4, h, 3))
+        sc = sc_lo
+        sc_lo = dmin * ((sc >> 16) & 0xFF).to(tl.float32)
+        sc_hi = dmin * ((sc >> 24) & 0xFF).to(tl.float32)
+        dmin = dd * ((sc >> 8) & 0xFF).to(tl.float32)
+        dd = dd * (sc & 0xFF).to(tl.float32)
     return ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+
+
+@triton.jit
+def _five_bits(lo, h, G: tl.constexpr):
+    """Words of four 5-bit values: the low nibbles (lo & 0x0F0F0F0F) and bit 2 G of each byte of h as bit 4."""
+    return (lo & 0x0F0F0F0F) | (((h >> (2 * G)) & 0x01010101) << 4)
 
 
 @triton.jit
@@ -352,7 +381,7 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
     read from L1 once per two weight rows); each weight row runs the same code as with XS == 1.
     PF: each step loads the next step's weight units before its rows' dot products (two sets of weight
     registers), so the next loads are in flight while this step computes; the same arithmetic."""
-    WIDE: tl.constexpr = KIND == 4 or KIND == 6 or KIND == 10     # 64-value units
+    WIDE: tl.constexpr = KIND == 4 or KIND == 6 or KIND >= 10     # 64-value units
     if WIDE:
         U = K // 64                     # units per weight row
     else:
@@ -383,6 +412,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, 2 * L, 16 * L, 4 * L
     elif KIND == 10:
         step_w, step_s, step_g, step_x, step_d = 12 * L, L // 4, L, 16 * L, 4 * L
+    elif KIND == 11:
+        step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 3 * L, 16 * L, 4 * L
     else:
         step_w = (8 if KIND == 1 or KIND >= 8 else 4) * L
         step_s = 2 * L if KIND == 3 or KIND >= 8 else L
@@ -504,7 +535,7 @@ def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
         rows = tl.minimum(BN * XS, N - n0)
         pdl.prefetch_rows(codes.to(tl.pointer_type(tl.int8)) + n0 * row_c, rows, row_c, cap, PDL)
         pdl.prefetch_rows(scales.to(tl.pointer_type(tl.int8)) + n0 * row_s, rows, row_s, cap, PDL)
-        if KIND == 4 or KIND == 6 or KIND == 10:
+        if KIND == 4 or KIND == 6 or KIND >= 10:
             pdl.prefetch_rows(sub.to(tl.pointer_type(tl.int8)) + n0 * row_g, rows, row_g, cap, PDL)
     pdl.enter(PDL)
     M = tl.minimum(tl.load(nreal_ptr), T)
@@ -562,8 +593,8 @@ def shared_x(n: int, bn: int, lanes: int) -> int:
 
 
 def unit_values(kind: int) -> int:
-    """Values of a weight row a thread's unit step covers: 64 for Q4_K, IQ4_XS and Q6_K's planes, else 32."""
-    return 64 if kind in (4, 6, 10) else 32
+    """Values of a weight row a thread's unit step covers: 64 for Q4_K, IQ4_XS and the planes, else 32."""
+    return 64 if kind in (4, 6, 10, 11) else 32
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:

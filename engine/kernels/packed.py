@@ -30,6 +30,8 @@ load, the loader keeps the types that grow most in the GGUF layout (FIT_KEEP).
 By default (`Q6K_PLANES`) Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_planes`): per
 64 values 48 code bytes (the low nibbles as Q4_K's, then the high 2 bits), the int8 sub-block scales in
 `sub` and d in `scales`; the kernels multiply d * sc in float32 (exact) and sign-extend the codes.
+With `Q5K_PLANES` (STRATA_Q5K_PLANES=1) Q5_K keeps 5.625 bits (kind 11, `five_bit_planes`): Q4_K's codes,
+d and dmin, and per 64 values 12 bytes of `sub` (its two scales, two mins and the 64 fifth bits).
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
@@ -79,6 +81,9 @@ MMA_Q4K = False
 # Q4_K with a Q6_K head, v and down 5,763 -> 4,856 MiB, one stream 357 -> 381 tok/s, eight 1,696 -> 1,621
 # (both at 8 rows a pass); qwen3-30b-a3b with Q6_K down experts 22,948 -> 18,988 MiB, one stream 370 -> 421
 Q6K_PLANES = model_info.Q6K_PLANES
+# Q5_K in 5-bit planes (kind 11) instead of int8 codes (kind 9): 5.625 bits a weight, not 10 (STRATA_Q5K_PLANES=1:
+# off until measured on a GPU, tests/gpu/run_q5k_planes.sh)
+Q5K_PLANES = model_info.Q5K_PLANES
 
 
 @dataclass
@@ -90,11 +95,11 @@ class Packed:
     scales: torch.Tensor
     sub: torch.Tensor | None = None
     mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
-    planes: bool = False               # Q6_K in 6-bit planes (six_bit_planes)
+    planes: bool = False               # Q6_K in 6-bit planes (six_bit_planes), Q5_K in 5-bit (five_bit_planes)
 
     @property
-    def kind(self) -> int:                  # 7: Q4_K, codes in the tensor-core order; 10: Q6_K's planes
-        return 7 if self.mma else 10 if self.planes else KIND[self.qtype]
+    def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10: Q6_K's planes; 11: Q5_K's
+        return 7 if self.mma else (10 if self.qtype == QT.Q6_K else 11) if self.planes else KIND[self.qtype]
 
     @property
     def nbytes(self) -> int:
@@ -127,11 +132,13 @@ def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tenso
 
 def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | None = None) -> Packed:
     """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device. mma: Q4_K codes in
-    the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K in 6-bit planes (default
-    Q6K_PLANES)."""
+    the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K in 6-bit planes, Q5_K in 5-bit
+    (default Q6K_PLANES, Q5K_PLANES)."""
     qtype = QT(qtype)
     if qtype == QT.Q6_K and (Q6K_PLANES if planes is None else planes):
         return six_bit_planes(data, k)
+    if qtype == QT.Q5_K and (Q5K_PLANES if planes is None else planes):
+        return five_bit_planes(data, k)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
     b = data.reshape(n, k // block, size)
@@ -229,6 +236,32 @@ def six_bit_planes(data: torch.Tensor, k: int) -> Packed:
     return Packed(QT.Q6_K, n, k, codes.reshape(n, k * 3 // 4), d, sub, planes=True)
 
 
+def five_bit_planes(data: torch.Tensor, k: int) -> Packed:
+    """Q5_K rows [N, K/256 * 176] -> kind 11: codes uint8 [N, K/2] (the low nibbles in Q4_K's order: the
+    file's own bytes), scales float16 [N, K/256, 2] (d, dmin), sub int32 [N, K/64 * 3]: per 64 values (a
+    pair of sub-blocks) a word of bytes (sc, sc', m, m'), then two words of fifth bits: value 16 g + 4 j + b
+    (g, j, b = 0..3) in word j // 2, byte b, bit 2 g + j % 2. 5.625 bits a weight."""
+    from engine.quant_kquants import q5_k_parts
+
+    n = data.shape[0]
+    b = data.reshape(n, k // 256, 176)
+    sub = torch.empty((n, k // 64, 12), dtype=torch.uint8, device=data.device)
+    step = max(1, (1 << 22) // k)
+    for a in range(0, n, step):
+        blk = b[a:a + step].reshape(-1, 176)
+        m = blk.shape[0] * 256 // k
+        sc, mn = scale_min_k4(blk[:, 4:16])                               # [.., 8] each
+        sub[a:a + m, :, 0:2] = sc.reshape(m, k // 64, 2)
+        sub[a:a + m, :, 2:4] = mn.reshape(m, k // 64, 2)
+        h = (q5_k_parts(blk)[2] >> 4).reshape(m, k // 64, 4, 2, 2, 4)     # [.., g, w, j % 2, b]
+        bits = h << (2 * torch.arange(4, device=h.device)[:, None, None, None]
+                     + torch.arange(2, device=h.device)[:, None])
+        sub[a:a + m, :, 4:] = bits.sum((2, 4), dtype=torch.uint8).reshape(m, k // 64, 8)
+    scales = torch.stack((b[..., 0:2], b[..., 2:4]), -2).contiguous().view(torch.float16).reshape(n, k // 256, 2)
+    return Packed(QT.Q5_K, n, k, b[..., 48:176].reshape(n, k // 2).contiguous(), scales,
+                  sub.view(torch.int32).reshape(n, k // 64 * 3), planes=True)
+
+
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
     read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
@@ -302,6 +335,15 @@ def unpack(p: Packed) -> torch.Tensor:
         q = ((u ^ 32) - 32).float().reshape(n, k // 16, 16)
         dl = p.scales.float().repeat_interleave(16, -1) * p.sub.view(torch.int8).float()
         return (dl[..., None] * q).reshape(n, k)
+    if p.kind == 11:                              # Q5_K's 5-bit planes: (d * sc) * q - dmin * m per 32
+        sub = p.sub.view(torch.uint8).reshape(n, k // 64, 12).int()
+        fifth = (sub[..., 4:, None] >> torch.arange(8, device=sub.device)) & 1          # [.., w, b, t]
+        fifth = fifth.reshape(n, k // 64, 2, 4, 4, 2).permute(0, 1, 4, 2, 5, 3)       # [.., g, w, j % 2, b]
+        q = _nibbles(p.codes, 32).reshape(n, k // 64, 64) | fifth.reshape(n, k // 64, 64) << 4
+        d, dmin = p.scales.float().unbind(-1)
+        dl = d.repeat_interleave(8, -1) * sub[..., 0:2].reshape(n, k // 32).float()
+        ml = dmin.repeat_interleave(8, -1) * sub[..., 2:4].reshape(n, k // 32).float()
+        return (dl[..., None] * q.reshape(n, k // 32, 32).float() - ml[..., None]).reshape(n, k)
     if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
         d, m = p.scales.unbind(-1)
         return (d[..., None] * p.codes.reshape(n, k // 32, 32).float() + m[..., None]).reshape(n, k)

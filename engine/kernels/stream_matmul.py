@@ -59,7 +59,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
-    if KIND == 1 or KIND >= 8:                       # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
+    if KIND == 1 or (KIND >= 8 and KIND <= 10):     # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
         g = tl.arange(0, 8)[None, :, None]
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
@@ -94,14 +94,14 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             w_lo = q * d.to(tl.float32)
         w_hi = w_lo
     else:
-        if KIND == 4 or KIND == 7:
-            G: tl.constexpr = 32                      # Q4_K: 64-value groups, 32 bytes each
+        if KIND == 4 or KIND == 7 or KIND == 11:
+            G: tl.constexpr = 32                      # Q4_K (and Q5_K's planes): 64-value groups, 32 bytes each
         else:
             G: tl.constexpr = 16                      # Q4_0 / Q4_1: 32-value blocks, 16 bytes each
         NG: tl.constexpr = 128 // G
         g = tl.arange(0, NG)[None, :, None]
         j = tl.arange(0, G)[None, None, :]
-        if KIND < 5 or KIND == 7:
+        if KIND < 5 or KIND == 7 or KIND == 11:
             kb = c * 128 + g * G + j                  # byte index in the row
             ok = okn & (kb < K // 2)
             if KIND == 7:                             # Q4_K in the tensor-core order (packed.mma_order)
@@ -114,6 +114,19 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             hi = (b >> 4).to(tl.float32)
         if KIND == 4 or KIND == 7:
             w_lo, w_hi = _q4k_values(scales, sub, nn * (K // 256) + c, g, okn, lo, hi)
+        elif KIND == 11:                              # Q5_K's planes (packed.five_bit_planes): the fifth bits
+            unit = sub.to(tl.pointer_type(tl.uint8), bitcast=True) + (nn * (K // 64) + c * 4 + g) * 12
+            fb = tl.load(unit + 4 + 4 * ((j % 16) // 8) + j % 4, mask=okn, other=0).to(tl.int32)
+            t = 2 * (j // 16) + ((j % 16) // 4) % 2   # value j's bit; value 32 + j's is 4 higher
+            sb = nn * (K // 256) + c
+            d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32)
+            dmin = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32)
+            sc = tl.load(unit, mask=okn, other=0).to(tl.float32)
+            sc2 = tl.load(unit + 1, mask=okn, other=0).to(tl.float32)
+            mn = tl.load(unit + 2, mask=okn, other=0).to(tl.float32)
+            mn2 = tl.load(unit + 3, mask=okn, other=0).to(tl.float32)
+            w_lo = (d * sc) * (lo + ((fb >> t) & 1).to(tl.float32) * 16.0) - dmin * mn
+            w_hi = (d * sc2) * (hi + ((fb >> (t + 4)) & 1).to(tl.float32) * 16.0) - dmin * mn2
         elif KIND == 5 or KIND == 6:                  # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
             # (packed.iq4_words: a run's word w holds values 4 w .. 4 w + 3, then 16 on, a nibble each)
             words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
@@ -158,7 +171,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
                KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
     """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
     w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
-    if KIND == 1 or KIND >= 8:
+    if KIND == 1 or (KIND >= 8 and KIND <= 10):
         w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
         xt = tl.load(x_ptr + m[:, None] * stride_xm + kx[None, :], mask=m_ok[:, None] & (kx < K)[None, :],
@@ -169,7 +182,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
         else:
             acc = tl.dot(xt, wt, acc)
     else:
-        if KIND == 4 or KIND == 7:
+        if KIND == 4 or KIND == 7 or KIND == 11:
             G: tl.constexpr = 32
         else:
             G: tl.constexpr = 16
@@ -213,13 +226,13 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         n_ok = n < N
         w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
         nn = n.to(tl.int64)[:, None, None]
-        if KIND == 1 or KIND >= 8:
+        if KIND == 1 or (KIND >= 8 and KIND <= 10):
             g = tl.arange(0, 8)[None, :, None]
             j = tl.arange(0, 32)[None, None, :]
             kk = c * 256 + g * 32 + j
             tl.store(out_ptr + nn * K + kk, w_lo.to(out_ptr.dtype.element_ty), mask=n_ok[:, None, None] & (kk < K))
         else:
-            if KIND == 4:
+            if KIND == 4 or KIND == 11:
                 G: tl.constexpr = 32
             else:
                 G: tl.constexpr = 16

@@ -30,9 +30,10 @@ KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) a
 
 
 def layouts(types) -> list:
-    """(type, planes) params: each type in its default layout, then Q6_K in 6-bit planes (kind 10,
-    packed.six_bit_planes: STRATA_Q6K_PLANES=1)."""
-    return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(QT.Q6_K, True, id="Q6_K-planes")]
+    """(type, planes) params: each type with its int8 codes where it has planes (planes=False), then Q6_K in
+    6-bit planes (kind 10, packed.six_bit_planes) and Q5_K in 5-bit planes (kind 11, five_bit_planes)."""
+    return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(QT.Q6_K, True, id="Q6_K-planes"),
+                                                                 pytest.param(QT.Q5_K, True, id="Q5_K-planes")]
 
 
 def blocks(qt, n, k, seed=0):
@@ -133,6 +134,26 @@ def test_q6k_six_bit_planes():
     assert both.kind == 10 and same_bits(unpack(both.rows(0, n)), dequantize(data, QT.Q6_K, n * 512).reshape(n, 512))
     with pytest.raises(ValueError):
         cat([p, pack(blocks(QT.Q6_K, 3, 512), QT.Q6_K, 512, planes=False)])
+
+
+def test_q5k_five_bit_planes():
+    """STRATA_Q5K_PLANES=1: Q5_K in 5.625 bits a weight (kind 11): the file's low nibbles (Q4_K's order),
+    d and dmin, and per 64 values its two scales, two minimums and 64 fifth bits in three words; the values
+    exact over the packer's row chunks and stacked rows; the GPU memory estimate counts those bytes where on."""
+    from types import SimpleNamespace
+
+    import engine.model_info as model_info
+
+    assert packed_module.Q5K_PLANES == model_info.Q5K_PLANES == (os.environ.get("STRATA_Q5K_PLANES", "0") == "1")
+    p = pack(blocks(QT.Q5_K, 3, 512), QT.Q5_K, 512, planes=True)
+    assert p.kind == 11 and p.codes.shape == (3, 256) and p.sub.dtype == torch.int32 and p.sub.shape == (3, 24)
+    assert p.scales.dtype == torch.float16 and p.scales.shape == (3, 2, 2) and p.nbytes == 3 * 2 * 180
+    t = SimpleNamespace(qtype=QT.Q5_K, shape=(512, 3), n_elements=3 * 512, nbytes=3 * 2 * 176)
+    assert model_info.gpu_matrix_bytes(t) == (p.nbytes if model_info.Q5K_PLANES else 3 * 512 * 10 // 8)
+    n = 2 * (1 << 22) // 512 + 5
+    data = blocks(QT.Q5_K, n, 512, 4)
+    both = cat([p, pack(data, QT.Q5_K, 512, planes=True)])
+    assert both.kind == 11 and same_bits(unpack(both.rows(3, n + 3)), dequantize(data, QT.Q5_K, n * 512).reshape(n, 512))
 
 
 def test_stacked_rows_are_views_of_the_same_values():
@@ -293,7 +314,8 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
 
 
 @pytest.mark.parametrize("qt,rows,kernel,planes", [(qt, 16, "gemv", False) for qt in KERNEL_TYPES if KIND[qt] <= 4]
-                         + [(qt, 40, "mma", False) for qt in KERNEL_TYPES] + [(QT.Q6_K, 40, "mma", True)],
+                         + [(qt, 40, "mma", False) for qt in KERNEL_TYPES]
+                         + [(QT.Q6_K, 40, "mma", True), (QT.Q5_K, 40, "mma", True)],
                          ids=lambda v: getattr(v, "name", None) or ("planes" if v is True else str(v)))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel, planes):
     """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of
