@@ -39,11 +39,12 @@ _FILE_TYPE = {
     Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
     Q.Q4_0: LlamaFileType.MOSTLY_Q4_0, Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
     Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_S, Q.Q6_K: LlamaFileType.MOSTLY_Q6_K, Q.Q5_1: LlamaFileType.MOSTLY_Q5_1,
-    Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_S, Q.Q3_K: LlamaFileType.MOSTLY_Q3_K_S, **_IQ_FILE_TYPE,
+    Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_S, Q.Q3_K: LlamaFileType.MOSTLY_Q3_K_S, Q.Q2_K: LlamaFileType.MOSTLY_Q2_K,
+    **_IQ_FILE_TYPE,
 }
 QTYPES = tuple(q.name for q in _FILE_TYPE)
 # llama-quantize's substitutes for rows that are not a multiple of a K-quant's 256-element block.
-_FALLBACK = {Q.Q3_K: Q.IQ4_NL, Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
+_FALLBACK = {Q.Q2_K: Q.IQ4_NL, Q.Q3_K: Q.IQ4_NL, Q.Q4_K: Q.Q5_0, Q.Q5_K: Q.Q5_1, Q.Q6_K: Q.Q8_0, **_IQ_FALLBACK}
 
 
 # ---- random quant blocks, filled in place: `b` is (n_blocks, type_size) uint8 of random bytes ----
@@ -97,6 +98,16 @@ def _fill_k_scales(b, rng, d, dmin_ratio, sc_end):
     b[:, 12:16] = (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)
 
 
+def _fill_q2_k(b, rng, d):
+    """Scale bytes sc | m << 4 with sc in 2, 4, .., 14 and m = sc / 2, dmin = 3 * d: every 16 values of 0..3
+    codes have mean 0."""
+    m = rng.integers(1, 8, (len(b), 16), dtype=np.uint8)
+    b[:, 0:16] = (2 * m) | (m << 4)
+    s = _scales(rng, len(b), d)
+    b[:, 80:82] = _f16(s)
+    b[:, 82:84] = _f16(3 * s)
+
+
 def _fill_q3_k(b, rng, d):
     """Random 6-bit sub-block scales (sc - 32 in -32..31) and codes, then the f16 super-block scale."""
     b[:, 108:110] = _f16(_scales(rng, len(b), d, signed=True))
@@ -109,7 +120,7 @@ def _fill_q6_k(b, rng, d):
 
 
 _FILL = {Q.Q8_0: _fill_q8_0, Q.Q4_0: _fill_q4_0, Q.Q4_1: _fill_q4_1, Q.Q5_0: _fill_q5_0, Q.Q5_1: _fill_q5_1,
-         Q.Q3_K: _fill_q3_k, Q.Q4_K: _fill_q4_k, Q.Q5_K: _fill_q5_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
+         Q.Q2_K: _fill_q2_k, Q.Q3_K: _fill_q3_k, Q.Q4_K: _fill_q4_k, Q.Q5_K: _fill_q5_k, Q.Q6_K: _fill_q6_k, **_IQ_FILL}
 
 
 def _random_blocks(qtype: Q, n_blocks: int, rng: np.random.Generator, d: float) -> np.ndarray:

@@ -116,7 +116,7 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
         s0 = tl.load(dp + 1, mask=ok3, other=0.0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = tl.load(dp + 3, mask=ok3, other=0.0)
-    elif KIND == 6 or KIND == 10:       # (no minimums: the sums of q unused)
+    elif KIND == 6 or KIND == 10 or KIND == 12:     # (no minimums per 32: the sums of q unused)
         x2 = tl.load(xp + 8, mask=ok, other=0)
         x3 = tl.load(xp + 12, mask=ok, other=0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
@@ -140,7 +140,23 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
     planes: 64 values (ca, cb, mn_lo, mn_hi: 16 each, _w_values'), each 16 under its scale (dd, dmin,
     sc_lo, sc_hi), the first 32 under x's d0 here, the second under d1 in scale_unit."""
     zero = tl.zeros_like(ca)
-    if KIND == 8 or KIND == 10:
+    if KIND == 12:                  # Q2_K's planes: integer sums per 16 under the scale word's sc and m
+        one = zero + 0x01010101
+        w = sc_lo
+        p0 = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
+        p1 = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
+        n0 = tl.sum(_dp4a(one, x0, zero, INTERP), axis=3)
+        n1 = tl.sum(_dp4a(one, x1, zero, INTERP), axis=3)
+        plo = (w & 15) * p0 + ((w >> 8) & 15) * p1
+        phi = ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1
+        acc = tl.fma(d0, tl.fma(-dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
+        p0 = tl.sum(_dp4a(mn_lo, x2, zero, INTERP), axis=3)
+        p1 = tl.sum(_dp4a(mn_hi, x3, zero, INTERP), axis=3)
+        n0 = tl.sum(_dp4a(one, x2, zero, INTERP), axis=3)
+        n1 = tl.sum(_dp4a(one, x3, zero, INTERP), axis=3)
+        plo = ((w >> 16) & 15) * p0 + ((w >> 24) & 15) * p1
+        phi = ((w >> 20) & 15) * n0 + ((w >> 28) & 15) * n1
+    elif KIND == 8 or KIND == 10:
         plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
         phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
         if KIND == 10:
@@ -181,6 +197,8 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
     elif KIND == 10:                # Q6_K's planes, values 32..63: as kind 8's, scales sc_lo and sc_hi, x's d1
         acc = tl.fma(d1, tl.fma(sc_hi, phi.to(tl.float32), sc_lo * plo.to(tl.float32)), acc)
+    elif KIND == 12:                # Q2_K's planes, values 32..63: sum sc q x, sum m x under x's d1
+        acc = tl.fma(d1, tl.fma(-dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
     elif KIND == 11:                # Q5_K's planes: two sub-blocks, scales dd, dmin and minimums sc_lo, sc_hi
         t = tl.fma(dmin, d1 * phi.to(tl.float32), dd * (d0 * plo.to(tl.float32)))
         acc = tl.fma(-sc_hi, s1, tl.fma(-sc_lo, s0, acc + t))
@@ -203,6 +221,9 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     if KIND == 10:
         WU: tl.constexpr = 12           # 48 bytes: 32 of low nibbles, 16 of high bits
         U = K // 64
+    elif KIND == 12:
+        WU: tl.constexpr = 4            # 16 bytes of 2-bit codes
+        U = K // 64
     elif KIND == 4 or KIND == 6 or KIND == 11:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
@@ -215,13 +236,15 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     NB = K // 32
     cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
     gp = sub
-    if KIND == 4 or KIND == 11:
+    if KIND == 4 or KIND >= 11:
         sb = n3 * (K // 256) + u3 // 4
         sp = scales + sb * 2
         if KIND == 4:
             gp = sub + sb * 16 + 2 * (u3 % 4)
-        else:                       # three words a unit: scales and minimums, then the fifth bits
+        elif KIND == 11:            # three words a unit: scales and minimums, then the fifth bits
             gp = sub + (n3 * U + u3) * 3
+        else:                       # Q2_K: a word of four (sc | m << 4) bytes a unit
+            gp = sub + n3 * U + u3
     elif KIND == 3 or KIND == 8 or KIND == 9:     # two float32 a unit: Q6_K's halves' scales, (d, m)
         sp = scales + (n3 * NB + u3) * 2
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
@@ -269,6 +292,10 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         mn_lo = tl.load(cp + 8, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0)
+    elif KIND == 12:                # Q2_K's planes: 64 2-bit codes, d, dmin, the scales' word
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0)
     elif KIND == 11:                # Q5_K's planes: low nibbles, d, dmin, the scales' word, the fifth bits
         cb = tl.load(cp + 4, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
@@ -307,6 +334,9 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
         sc_lo = dd * ((sc << 8) >> 24).to(tl.float32)
         sc_hi = dd * (sc >> 24).to(tl.float32)
         dd = dd * ((sc << 24) >> 24).to(tl.float32)
+    elif KIND == 12:                # -> values 0..15 (ca), 16..31 (cb), 32..47 (mn_lo), 48..63 (mn_hi)
+        c = ca
+        ca, cb, mn_lo, mn_hi = c & 0x03030303, (c >> 2) & 0x03030303, (c >> 4) & 0x03030303, (c >> 6) & 0x03030303
     elif KIND == 11:                # -> values (ca, cb, mn_lo, mn_hi), d * sc (dd, dmin), dmin * m (sc_lo, sc_hi)
         j = tl.arange(0, 4)[None, None, None, :]
         h = tl.where(j < 2, mn_lo[:, :, :, None], mn_hi[:, :, :, None]) >> (j % 2)
@@ -414,6 +444,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         step_w, step_s, step_g, step_x, step_d = 12 * L, L // 4, L, 16 * L, 4 * L
     elif KIND == 11:
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 3 * L, 16 * L, 4 * L
+    elif KIND == 12:
+        step_w, step_s, step_g, step_x, step_d = 4 * L, L // 2, L, 16 * L, 4 * L
     else:
         step_w = (8 if KIND == 1 or KIND >= 8 else 4) * L
         step_s = 2 * L if KIND == 3 or KIND >= 8 else L
@@ -594,7 +626,7 @@ def shared_x(n: int, bn: int, lanes: int) -> int:
 
 def unit_values(kind: int) -> int:
     """Values of a weight row a thread's unit step covers: 64 for Q4_K, IQ4_XS and the planes, else 32."""
-    return 64 if kind in (4, 6, 10, 11) else 32
+    return 64 if kind in (4, 6, 10, 11, 12) else 32
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:

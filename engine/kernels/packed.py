@@ -32,6 +32,9 @@ By default (`Q6K_PLANES`) Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_pl
 `sub` and d in `scales`; the kernels multiply d * sc in float32 (exact) and sign-extend the codes.
 With `Q5K_PLANES` (STRATA_Q5K_PLANES=1) Q5_K keeps 5.625 bits (kind 11, `five_bit_planes`): Q4_K's codes,
 d and dmin, and per 64 values 12 bytes of `sub` (its two scales, two mins and the 64 fifth bits).
+With `Q2K_PLANES` (STRATA_Q2K_PLANES=1) Q2_K takes the int8 kernels too in its own 2.625 bits (kind 12,
+`two_bit_planes`; without it, Q2_K stays in the GGUF layout): per 64 values 16 code bytes, the file's four
+scale bytes (sc | m << 4 per 16 values) as a word of `sub`, d and dmin.
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
@@ -84,6 +87,10 @@ Q6K_PLANES = model_info.Q6K_PLANES
 # Q5_K in 5-bit planes (kind 11) instead of int8 codes (kind 9): 5.625 bits a weight, not 10 (STRATA_Q5K_PLANES=1:
 # off until measured on a GPU, tests/gpu/run_q5k_planes.sh)
 Q5K_PLANES = model_info.Q5K_PLANES
+# Q2_K in 2-bit planes (kind 12) for the int8 kernels instead of the GGUF layout (STRATA_Q2K_PLANES=1: off until
+# measured on a GPU, tests/gpu/run_q2k_planes.sh)
+Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "0") == "1"
+PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12}
 
 
 @dataclass
@@ -99,7 +106,7 @@ class Packed:
 
     @property
     def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10: Q6_K's planes; 11: Q5_K's
-        return 7 if self.mma else (10 if self.qtype == QT.Q6_K else 11) if self.planes else KIND[self.qtype]
+        return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else KIND[self.qtype]
 
     @property
     def nbytes(self) -> int:
@@ -114,7 +121,7 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return qtype in PACKED_TYPES and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES) \
+    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES) and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES) \
         and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
 
@@ -139,6 +146,8 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | No
         return six_bit_planes(data, k)
     if qtype == QT.Q5_K and (Q5K_PLANES if planes is None else planes):
         return five_bit_planes(data, k)
+    if qtype == QT.Q2_K:
+        return two_bit_planes(data, k)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
     b = data.reshape(n, k // block, size)
@@ -262,6 +271,25 @@ def five_bit_planes(data: torch.Tensor, k: int) -> Packed:
                   sub.view(torch.int32).reshape(n, k // 64 * 3), planes=True)
 
 
+def two_bit_planes(data: torch.Tensor, k: int) -> Packed:
+    """Q2_K rows [N, K/256 * 84] -> kind 12: codes uint8 [N, K/4], per 64 values 16 bytes, byte 4 j + b
+    holding value 16 g + 4 j + b in bits 2 g, 2 g + 1 (g, j, b = 0..3); sub int32 [N, K/64] (the file's scale
+    bytes, sc | m << 4 per 16 values, four a word); scales float16 [N, K/256, 2] (d, dmin). The file's 2.625
+    bits a weight."""
+    n = data.shape[0]
+    b = data.reshape(n, k // 256, 84)
+    codes = torch.empty((n, k // 64, 16), dtype=torch.uint8, device=data.device)
+    step = max(1, (1 << 22) // k)
+    for a in range(0, n, step):
+        qs = b[a:a + step, :, 16:80].reshape(-1, 2, 1, 32)
+        m = qs.shape[0] * 256 // k
+        q = ((qs >> torch.arange(0, 8, 2, device=qs.device)[:, None]) & 3).reshape(m, k // 64, 4, 16)   # [.., g, i]
+        codes[a:a + m] = q[:, :, 0] | q[:, :, 1] << 2 | q[:, :, 2] << 4 | q[:, :, 3] << 6
+    sub = b[..., :16].contiguous().view(torch.int32).reshape(n, k // 64)
+    scales = b[..., 80:84].contiguous().view(torch.float16).reshape(n, k // 256, 2)
+    return Packed(QT.Q2_K, n, k, codes.reshape(n, k // 4), scales, sub, planes=True)
+
+
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
     read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
@@ -344,6 +372,12 @@ def unpack(p: Packed) -> torch.Tensor:
         dl = d.repeat_interleave(8, -1) * sub[..., 0:2].reshape(n, k // 32).float()
         ml = dmin.repeat_interleave(8, -1) * sub[..., 2:4].reshape(n, k // 32).float()
         return (dl[..., None] * q.reshape(n, k // 32, 32).float() - ml[..., None]).reshape(n, k)
+    if p.kind == 12:                              # Q2_K's 2-bit planes: (d * sc) * q - dmin * m per 16
+        c = p.codes.reshape(n, k // 64, 1, 16).int()
+        q = ((c >> torch.arange(0, 8, 2, device=c.device)[:, None]) & 3).reshape(n, k // 16, 16)
+        sm = p.sub.view(torch.uint8).reshape(n, k // 16).int()
+        d, dmin = (f.repeat_interleave(16, -1) for f in p.scales.float().unbind(-1))
+        return ((d * (sm & 15).float())[..., None] * q.float() - (dmin * (sm >> 4).float())[..., None]).reshape(n, k)
     if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
         d, m = p.scales.unbind(-1)
         return (d[..., None] * p.codes.reshape(n, k // 32, 32).float() + m[..., None]).reshape(n, k)

@@ -59,19 +59,28 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
-    if KIND == 1 or (KIND >= 8 and KIND <= 10):     # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
+    if KIND == 1 or (KIND >= 8 and KIND != 11):     # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
         g = tl.arange(0, 8)[None, :, None]
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         bok = okn & (c * 8 + g < K // 32)
-        if KIND == 8 or KIND == 10:                  # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
+        if KIND == 8 or KIND >= 10:                  # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
             g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the
             j16 = tl.arange(0, 16)[None, None, :]    # pipelined prompt kernel's shared memory overflows)
+            ml = 0.0                                 # (Q2_K's minimum: dmin * m per 16 values)
             if KIND == 8:
                 k16 = c * 256 + g16 * 16 + j16
                 q16 = tl.load(codes + nn * K + k16, mask=okn & (k16 < K), other=0).to(tl.float32)
                 d = tl.load(scales + nn * (K // 16) + c * 16 + g16, mask=okn & (c * 16 + g16 < K // 16), other=0.0)
+            elif KIND == 12:                         # Q2_K's 2-bit planes (packed.two_bit_planes): d sc q - dmin m
+                cb = tl.load(codes + nn * (K // 4) + (c * 4 + g16 // 4) * 16 + j16, mask=okn, other=0).to(tl.int32)
+                q16 = ((cb >> (2 * (g16 % 4))) & 3).to(tl.float32)
+                sm = tl.load(sub.to(tl.pointer_type(tl.uint8), bitcast=True) + nn * (K // 16) + c * 16 + g16,
+                             mask=okn, other=0).to(tl.int32)
+                sb = nn * (K // 256) + c
+                d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32) * (sm & 15).to(tl.float32)
+                ml = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32) * (sm >> 4).to(tl.float32)
             else:                                    # Q6_K's 6-bit planes (packed.six_bit_planes): 48 bytes
                 unit = codes + nn * (K // 64 * 48) + (c * 4 + g16 // 4) * 48      # per 64 values
                 lo = tl.load(unit + (g16 % 2) * 16 + j16, mask=okn, other=0).to(tl.int32)
@@ -81,7 +90,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
                 sc = tl.load(sub.to(tl.pointer_type(tl.int8), bitcast=True) + nn * (K // 16) + c * 16 + g16,
                              mask=okn, other=0)
                 d = tl.load(scales + nn * (K // 256) + c, mask=okn, other=0.0).to(tl.float32) * sc.to(tl.float32)
-            w_lo = tl.reshape(d * q16, (n.shape[0], 8, 32))
+            w_lo = tl.reshape(d * q16 - ml, (n.shape[0], 8, 32))
         elif KIND == 9:                              # Q5_K / Q5_1: d q + m per 32
             q = tl.load(codes + nn * K + kk, mask=ok, other=0).to(tl.float32)
             blk = nn * (K // 32) + c * 8 + g
@@ -171,7 +180,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
                KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
     """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
     w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
-    if KIND == 1 or (KIND >= 8 and KIND <= 10):
+    if KIND == 1 or (KIND >= 8 and KIND != 11):
         w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
         xt = tl.load(x_ptr + m[:, None] * stride_xm + kx[None, :], mask=m_ok[:, None] & (kx < K)[None, :],
@@ -226,7 +235,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         n_ok = n < N
         w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
         nn = n.to(tl.int64)[:, None, None]
-        if KIND == 1 or (KIND >= 8 and KIND <= 10):
+        if KIND == 1 or (KIND >= 8 and KIND != 11):
             g = tl.arange(0, 8)[None, :, None]
             j = tl.arange(0, 32)[None, None, :]
             kk = c * 256 + g * 32 + j

@@ -31,9 +31,9 @@ KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) a
 
 def layouts(types) -> list:
     """(type, planes) params: each type with its int8 codes where it has planes (planes=False), then Q6_K in
-    6-bit planes (kind 10, packed.six_bit_planes) and Q5_K in 5-bit planes (kind 11, five_bit_planes)."""
-    return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(QT.Q6_K, True, id="Q6_K-planes"),
-                                                                 pytest.param(QT.Q5_K, True, id="Q5_K-planes")]
+    6-bit planes (kind 10, packed.six_bit_planes), Q5_K in 5-bit (kind 11) and Q2_K in 2-bit (kind 12)."""
+    return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(t, True, id=t.name + "-planes")
+                                                                 for t in (QT.Q6_K, QT.Q5_K, QT.Q2_K)]
 
 
 def blocks(qt, n, k, seed=0):
@@ -134,6 +134,23 @@ def test_q6k_six_bit_planes():
     assert both.kind == 10 and same_bits(unpack(both.rows(0, n)), dequantize(data, QT.Q6_K, n * 512).reshape(n, 512))
     with pytest.raises(ValueError):
         cat([p, pack(blocks(QT.Q6_K, 3, 512), QT.Q6_K, 512, planes=False)])
+
+
+def test_q2k_two_bit_planes(monkeypatch):
+    """STRATA_Q2K_PLANES=1: Q2_K (otherwise left in the GGUF layout) takes the int8 kernels in the file's 2.625
+    bits a weight (kind 12): 16 code bytes per 64 values, the file's scale bytes as words, d and dmin; the
+    values exact over the packer's row chunks and stacked rows."""
+    assert packed_module.Q2K_PLANES == (os.environ.get("STRATA_Q2K_PLANES", "0") == "1")
+    monkeypatch.setattr(packed_module, "Q2K_PLANES", False)
+    assert not supports(QT.Q2_K, 512)
+    monkeypatch.setattr(packed_module, "Q2K_PLANES", True)
+    assert supports(QT.Q2_K, 512) and not supports(QT.Q2_K, 500)
+    p = pack(blocks(QT.Q2_K, 3, 512), QT.Q2_K, 512)
+    assert p.kind == 12 and p.codes.shape == (3, 128) and p.sub.shape == (3, 8) and p.nbytes == 3 * 2 * 84
+    n = 4 * (1 << 22) // 512 + 5
+    data = blocks(QT.Q2_K, n, 512, 4)
+    both = cat([pack(data, QT.Q2_K, 512), p])
+    assert same_bits(unpack(both.rows(0, n)), dequantize(data, QT.Q2_K, n * 512).reshape(n, 512))
 
 
 def test_q5k_five_bit_planes():
@@ -315,7 +332,7 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
 
 @pytest.mark.parametrize("qt,rows,kernel,planes", [(qt, 16, "gemv", False) for qt in KERNEL_TYPES if KIND[qt] <= 4]
                          + [(qt, 40, "mma", False) for qt in KERNEL_TYPES]
-                         + [(QT.Q6_K, 40, "mma", True), (QT.Q5_K, 40, "mma", True)],
+                         + [(t, 40, "mma", True) for t in (QT.Q6_K, QT.Q5_K, QT.Q2_K)],
                          ids=lambda v: getattr(v, "name", None) or ("planes" if v is True else str(v)))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel, planes):
     """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of

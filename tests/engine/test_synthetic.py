@@ -241,7 +241,7 @@ def test_progress_reaches_the_total(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ("mistral", "tiny", "Q8_0"), ("llama", "huge", "Q8_0"), ("llama", "tiny", "Q2_K"),
+    ("mistral", "tiny", "Q8_0"), ("llama", "huge", "Q8_0"), ("llama", "tiny", "Q8_1"),
     ("qwen3moe", "llama-3-8b", "Q8_0"),
 ])
 def test_bad_arguments_raise_config_error_and_leave_no_file(tmp_path, args):

@@ -630,6 +630,17 @@ FAULTS = [
     Fault("packer-q5k-planes-mins", "engine/kernels/packed.py",
           "sub[a:a + m, :, 2:4] = mn.reshape", "sub[a:a + m, :, 2:4] = sc.reshape",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q5_K-planes]"]),
+    # Q2_K's 2-bit planes (kind 12): one minimum for both 16s of a half, the prompt kernels' minimum from the
+    # scale's nibble, the packer's first two 16s swapped
+    Fault("dp4a-q2k-planes-one-min", "engine/kernels/dp4a_gemv.py",
+          "phi = ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1", "phi = ((w >> 4) & 15) * n0 + ((w >> 4) & 15) * n1",
+          [DG + "test_decode_kernel_is_right_and_row_invariant[Q2_K-planes]"]),
+    Fault("prompt-q2k-planes-min-nibble", "engine/kernels/stream_matmul.py",
+          "to(tl.float32) * (sm >> 4).to(tl.float32)", "to(tl.float32) * (sm & 15).to(tl.float32)",
+          [PK + "test_kernel_reads_the_layout_like_engine_quant[Q2_K-planes]"]),
+    Fault("packer-q2k-planes-order", "engine/kernels/packed.py",
+          "q[:, :, 0] | q[:, :, 1] << 2", "q[:, :, 1] | q[:, :, 0] << 2",
+          [PK + "test_unpack_is_bit_identical_to_engine_quant[Q2_K-planes]"]),
     Fault("packer-q6k-planes-high-order", "engine/kernels/packed.py",
           "hi[:, :, 0] | hi[:, :, 1] << 2 | hi[:, :, 2] << 4", "hi[:, :, 1] | hi[:, :, 0] << 2 | hi[:, :, 2] << 4",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q6_K-planes]"]),
