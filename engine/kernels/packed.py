@@ -238,8 +238,7 @@ def six_bit_planes(data: torch.Tensor, k: int) -> Packed:
         m = blk.shape[0] * 256 // k
         u = (q6_k_parts(blk)[1].reshape(m, k // 64, 64).view(torch.uint8) & 63)
         codes[a:a + m, :, :32] = u[..., :32] & 15 | (u[..., 32:] & 15) << 4
-        hi = (u >> 4).reshape(m, k // 64, 4, 16)                  # [.., g, 4 j + b]
-        codes[a:a + m, :, 32:] = hi[:, :, 0] | hi[:, :, 1] << 2 | hi[:, :, 2] << 4 | hi[:, :, 3] << 6
+        codes[a:a + m, :, 32:] = _bit_fields((u >> 4).reshape(m, k // 64, 4, 16), 2)     # [.., g, 4 j + b]
     sub = b[..., 192:208].contiguous().view(torch.int32).reshape(n, k // 64)
     d = b[..., 208:210].contiguous().view(torch.float16).reshape(n, k // 256)
     return Packed(QT.Q6_K, n, k, codes.reshape(n, k * 3 // 4), d, sub, planes=True)
@@ -263,12 +262,18 @@ def five_bit_planes(data: torch.Tensor, k: int) -> Packed:
         sub[a:a + m, :, 0:2] = sc.reshape(m, k // 64, 2)
         sub[a:a + m, :, 2:4] = mn.reshape(m, k // 64, 2)
         h = (q5_k_parts(blk)[2] >> 4).reshape(m, k // 64, 4, 2, 2, 4)     # [.., g, w, j % 2, b]
-        bits = h << (2 * torch.arange(4, device=h.device)[:, None, None, None]
-                     + torch.arange(2, device=h.device)[:, None])
-        sub[a:a + m, :, 4:] = bits.sum((2, 4), dtype=torch.uint8).reshape(m, k // 64, 8)
+        sub[a:a + m, :, 4:] = _bit_fields(h.permute(0, 1, 2, 4, 3, 5).reshape(m, k // 64, 8, 8), 1)
     scales = torch.stack((b[..., 0:2], b[..., 2:4]), -2).contiguous().view(torch.float16).reshape(n, k // 256, 2)
     return Packed(QT.Q5_K, n, k, b[..., 48:176].reshape(n, k // 2).contiguous(), scales,
                   sub.view(torch.int32).reshape(n, k // 64 * 3), planes=True)
+
+
+def _bit_fields(q: torch.Tensor, width: int) -> torch.Tensor:
+    """[..., F, L] values of `width` bits -> [..., L] bytes holding field f in bits width * f.. (F * width <= 8)."""
+    out = q[..., 0, :].to(torch.uint8)
+    for f in range(1, q.shape[-2]):
+        out = out | (q[..., f, :].to(torch.uint8) << (width * f))
+    return out
 
 
 def two_bit_planes(data: torch.Tensor, k: int) -> Packed:
@@ -284,7 +289,7 @@ def two_bit_planes(data: torch.Tensor, k: int) -> Packed:
         qs = b[a:a + step, :, 16:80].reshape(-1, 2, 1, 32)
         m = qs.shape[0] * 256 // k
         q = ((qs >> torch.arange(0, 8, 2, device=qs.device)[:, None]) & 3).reshape(m, k // 64, 4, 16)   # [.., g, i]
-        codes[a:a + m] = q[:, :, 0] | q[:, :, 1] << 2 | q[:, :, 2] << 4 | q[:, :, 3] << 6
+        codes[a:a + m] = _bit_fields(q, 2)
     sub = b[..., :16].contiguous().view(torch.int32).reshape(n, k // 64)
     scales = b[..., 80:84].contiguous().view(torch.float16).reshape(n, k // 256, 2)
     return Packed(QT.Q2_K, n, k, codes.reshape(n, k // 4), scales, sub, planes=True)

@@ -639,10 +639,11 @@ FAULTS = [
           "to(tl.float32) * (sm >> 4).to(tl.float32)", "to(tl.float32) * (sm & 15).to(tl.float32)",
           [PK + "test_kernel_reads_the_layout_like_engine_quant[Q2_K-planes]"]),
     Fault("packer-q2k-planes-order", "engine/kernels/packed.py",
-          "q[:, :, 0] | q[:, :, 1] << 2", "q[:, :, 1] | q[:, :, 0] << 2",
+          "codes[a:a + m] = _bit_fields(q, 2)", "codes[a:a + m] = _bit_fields(q.flip(-2), 2)",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q2_K-planes]"]),
     Fault("packer-q6k-planes-high-order", "engine/kernels/packed.py",
-          "hi[:, :, 0] | hi[:, :, 1] << 2 | hi[:, :, 2] << 4", "hi[:, :, 1] | hi[:, :, 0] << 2 | hi[:, :, 2] << 4",
+          "_bit_fields((u >> 4).reshape(m, k // 64, 4, 16), 2)",
+          "_bit_fields((u >> 4).reshape(m, k // 64, 16, 4).transpose(-1, -2), 2)",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q6_K-planes]"]),
     # the prompt kernels reading Q5_K / Q5_1 without their minimums
     Fault("prompt-kernel-q5-min-dropped", "engine/kernels/stream_matmul.py",
