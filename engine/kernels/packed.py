@@ -232,10 +232,7 @@ def six_bit_planes(data: torch.Tensor, k: int) -> Packed:
     n = data.shape[0]
     b = data.reshape(n, k // 256, 210)
     codes = torch.empty((n, k // 64, 48), dtype=torch.uint8, device=data.device)
-    step = max(1, (1 << 22) // k)
-    for a in range(0, n, step):
-        blk = b[a:a + step].reshape(-1, 210)
-        m = blk.shape[0] * 256 // k
+    for a, m, blk in _block_rows(b, k):
         u = (q6_k_parts(blk)[1].reshape(m, k // 64, 64).view(torch.uint8) & 63)
         codes[a:a + m, :, :32] = u[..., :32] & 15 | (u[..., 32:] & 15) << 4
         codes[a:a + m, :, 32:] = _bit_fields((u >> 4).reshape(m, k // 64, 4, 16), 2)     # [.., g, 4 j + b]
@@ -254,10 +251,7 @@ def five_bit_planes(data: torch.Tensor, k: int) -> Packed:
     n = data.shape[0]
     b = data.reshape(n, k // 256, 176)
     sub = torch.empty((n, k // 64, 12), dtype=torch.uint8, device=data.device)
-    step = max(1, (1 << 22) // k)
-    for a in range(0, n, step):
-        blk = b[a:a + step].reshape(-1, 176)
-        m = blk.shape[0] * 256 // k
+    for a, m, blk in _block_rows(b, k):
         sc, mn = scale_min_k4(blk[:, 4:16])                               # [.., 8] each
         sub[a:a + m, :, 0:2] = sc.reshape(m, k // 64, 2)
         sub[a:a + m, :, 2:4] = mn.reshape(m, k // 64, 2)
@@ -266,6 +260,15 @@ def five_bit_planes(data: torch.Tensor, k: int) -> Packed:
     scales = torch.stack((b[..., 0:2], b[..., 2:4]), -2).contiguous().view(torch.float16).reshape(n, k // 256, 2)
     return Packed(QT.Q5_K, n, k, b[..., 48:176].reshape(n, k // 2).contiguous(), scales,
                   sub.view(torch.int32).reshape(n, k // 64 * 3), planes=True)
+
+
+def _block_rows(b: torch.Tensor, k: int):
+    """(first row, rows, their 256-value blocks [rows * K/256, size]) of b [N, K/256, size], a few rows at a
+    time (bounded temporaries)."""
+    step = max(1, (1 << 22) // k)
+    for a in range(0, b.shape[0], step):
+        blk = b[a:a + step].reshape(-1, b.shape[-1])
+        yield a, blk.shape[0] * 256 // k, blk
 
 
 def _bit_fields(q: torch.Tensor, width: int) -> torch.Tensor:
@@ -284,10 +287,8 @@ def two_bit_planes(data: torch.Tensor, k: int) -> Packed:
     n = data.shape[0]
     b = data.reshape(n, k // 256, 84)
     codes = torch.empty((n, k // 64, 16), dtype=torch.uint8, device=data.device)
-    step = max(1, (1 << 22) // k)
-    for a in range(0, n, step):
-        qs = b[a:a + step, :, 16:80].reshape(-1, 2, 1, 32)
-        m = qs.shape[0] * 256 // k
+    for a, m, blk in _block_rows(b, k):
+        qs = blk[:, 16:80].reshape(-1, 2, 1, 32)
         q = ((qs >> torch.arange(0, 8, 2, device=qs.device)[:, None]) & 3).reshape(m, k // 64, 4, 16)   # [.., g, i]
         codes[a:a + m] = _bit_fields(q, 2)
     sub = b[..., :16].contiguous().view(torch.int32).reshape(n, k // 64)
