@@ -54,14 +54,21 @@ def decode_q2_k(blocks: torch.Tensor) -> torch.Tensor:
     return (dl * q.reshape(n, 16, 16).float() - ml).reshape(n, QK_K)
 
 
+def q3_k_scales(blocks: torch.Tensor) -> torch.Tensor:
+    """Q3_K blocks -> their 16 sub-block scales sc - 32 (n, 16) int8, in -32..31."""
+    n = blocks.shape[0]
+    scales = blocks[:, 96:108]
+    lo = (scales[:, :8].reshape(n, 1, 1, 8) >> shifts(0, 4, device=blocks.device)).reshape(n, 16)
+    hi = (scales[:, 8:].reshape(n, 1, 1, 4) >> shifts(0, 2, 4, 6, device=blocks.device)).reshape(n, 16)
+    return (((lo & 0x0F) | ((hi & 0x03) << 4)).view(torch.int8) - 32)
+
+
 def q3_k_parts(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Q3_K blocks -> (dl float32 (n, 16): d * sc per 16 values, exact; q int8 (n, 16, 16) in -4..3)."""
     n = blocks.shape[0]
-    hmask, qs, scales = blocks[:, :32], blocks[:, 32:96], blocks[:, 96:108]
+    hmask, qs = blocks[:, :32], blocks[:, 32:96]
     d = f16_field(blocks, 108)
-    lo = (scales[:, :8].reshape(n, 1, 1, 8) >> shifts(0, 4, device=blocks.device)).reshape(n, 16)
-    hi = (scales[:, 8:].reshape(n, 1, 1, 4) >> shifts(0, 2, 4, 6, device=blocks.device)).reshape(n, 16)
-    sc = ((lo & 0x0F) | ((hi & 0x03) << 4)).float() - 32
+    sc = q3_k_scales(blocks).float()
     ql = ((qs.reshape(n, 2, 1, 32) >> shifts(0, 2, 4, 6, device=blocks.device)) & 3).reshape(n, 16, 16)
     qh = (bit_planes(hmask, 8) ^ 1).reshape(n, 16, 16)  # a set mask bit means "no -4 offset"
     return d * sc, (ql - (qh << 2)).view(torch.int8)

@@ -116,7 +116,7 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr):
         s0 = tl.load(dp + 1, mask=ok3, other=0.0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = tl.load(dp + 3, mask=ok3, other=0.0)
-    elif KIND == 6 or KIND == 10 or KIND == 12:     # (no minimums per 32: the sums of q unused)
+    elif KIND == 6 or KIND == 10 or KIND >= 12:     # (no minimums per 32: the sums of q unused)
         x2 = tl.load(xp + 8, mask=ok, other=0)
         x3 = tl.load(xp + 12, mask=ok, other=0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
@@ -156,10 +156,10 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         n1 = tl.sum(_dp4a(one, x3, zero, INTERP), axis=3)
         plo = ((w >> 16) & 15) * p0 + ((w >> 24) & 15) * p1
         phi = ((w >> 20) & 15) * n0 + ((w >> 28) & 15) * n1
-    elif KIND == 8 or KIND == 10:
+    elif KIND == 8 or KIND == 10 or KIND == 13:
         plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
         phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
-        if KIND == 10:
+        if KIND != 8:                       # Q6_K's and Q3_K's planes: 64 values, a scale per 16
             acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
             plo = tl.sum(_dp4a(mn_lo, x2, zero, INTERP), axis=3)
             phi = tl.sum(_dp4a(mn_hi, x3, zero, INTERP), axis=3)
@@ -195,7 +195,7 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         acc = tl.fma(dd, t, acc)
     elif KIND == 8:                 # Q6_K: two 16-value halves, scales dd and dmin, under x's d0
         acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
-    elif KIND == 10:                # Q6_K's planes, values 32..63: as kind 8's, scales sc_lo and sc_hi, x's d1
+    elif KIND == 10 or KIND == 13:  # Q6_K's, Q3_K's planes, values 32..63: as kind 8's, scales sc_lo, sc_hi, x's d1
         acc = tl.fma(d1, tl.fma(sc_hi, phi.to(tl.float32), sc_lo * plo.to(tl.float32)), acc)
     elif KIND == 12:                # Q2_K's planes, values 32..63: sum sc q x, sum m x under x's d1
         acc = tl.fma(d1, tl.fma(-dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
@@ -221,7 +221,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     if KIND == 10:
         WU: tl.constexpr = 12           # 48 bytes: 32 of low nibbles, 16 of high bits
         U = K // 64
-    elif KIND == 12:
+    elif KIND >= 12:
         WU: tl.constexpr = 4            # 16 bytes of 2-bit codes
         U = K // 64
     elif KIND == 4 or KIND == 6 or KIND == 11:
@@ -236,7 +236,7 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     NB = K // 32
     cp = codes + (n3 * (U * WU) + u3 * WU)[:, :, :, None] + j
     gp = sub
-    if KIND == 4 or KIND >= 11:
+    if KIND == 4 or KIND == 11 or KIND == 12:
         sb = n3 * (K // 256) + u3 // 4
         sp = scales + sb * 2
         if KIND == 4:
@@ -250,9 +250,12 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
         sp = scales + n3 * (K // 256) + u3 // 4
         gp = sub + n3 * NB + 2 * u3
-    elif KIND == 10:                # d per 256 values, a word of four int8 sub-block scales a unit
+    elif KIND == 10 or KIND == 13:  # d per 256 values, a word of four int8 sub-block scales a unit
         sp = scales + n3 * (K // 256) + u3 // 4
-        gp = sub + n3 * U + u3
+        if KIND == 10:
+            gp = sub + n3 * U + u3
+        else:                       # (Q3_K: then two words of third bits)
+            gp = sub + (n3 * U + u3) * 3
     else:
         sp = scales + n3 * NB + u3
     return cp, sp, gp
@@ -292,6 +295,11 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         mn_lo = tl.load(cp + 8, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0)
+    elif KIND == 13:                # Q3_K's planes: 64 2-bit codes, d, the scales' word, the third bits
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0)
+        mn_lo = tl.load(gp + 1, mask=wok3, other=0)
+        mn_hi = tl.load(gp + 2, mask=wok3, other=0)
     elif KIND == 12:                # Q2_K's planes: 64 2-bit codes, d, dmin, the scales' word
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         dmin = tl.load(sp + 1, mask=wok3, other=0.0).to(tl.float32)
@@ -325,10 +333,16 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
         ca, cb = kvalues8(ca, INTERP)
     elif KIND == 5:
         ca, cb = kvalues8(ca, INTERP)
-    elif KIND == 10:
-        hv = mn_lo
-        ca, cb, mn_lo, mn_hi = (_six_bits(ca, hv, 0), _six_bits(cb, hv, 1), _six_bits(ca >> 4, hv, 2),
-                                _six_bits(cb >> 4, hv, 3))
+    elif KIND == 10 or KIND == 13:
+        if KIND == 10:
+            hv = mn_lo
+            ca, cb, mn_lo, mn_hi = (_six_bits(ca, hv, 0), _six_bits(cb, hv, 1), _six_bits(ca >> 4, hv, 2),
+                                    _six_bits(cb >> 4, hv, 3))
+        else:
+            h = _unit_bits(mn_lo, mn_hi)
+            c = ca
+            ca, cb, mn_lo, mn_hi = (_three_bits(c, h, 0), _three_bits(c, h, 1), _three_bits(c, h, 2),
+                                    _three_bits(c, h, 3))
         sc = sc_lo
         dmin = dd * ((sc << 16) >> 24).to(tl.float32)
         sc_lo = dd * ((sc << 8) >> 24).to(tl.float32)
@@ -338,8 +352,7 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
         c = ca
         ca, cb, mn_lo, mn_hi = c & 0x03030303, (c >> 2) & 0x03030303, (c >> 4) & 0x03030303, (c >> 6) & 0x03030303
     elif KIND == 11:                # -> values (ca, cb, mn_lo, mn_hi), d * sc (dd, dmin), dmin * m (sc_lo, sc_hi)
-        j = tl.arange(0, 4)[None, None, None, :]
-        h = tl.where(j < 2, mn_lo[:, :, :, None], mn_hi[:, :, :, None]) >> (j % 2)
+        h = _unit_bits(mn_lo, mn_hi)
         ca, cb, mn_lo, mn_hi = (_five_bits(ca, h, 0), _five_bits(cb, h, 1), _five_bits(ca >> 4, h, 2),
                                 _five_bits(cb >> 4, h, 3))
         sc = sc_lo
@@ -348,6 +361,22 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
         dmin = dd * ((sc >> 8) & 0xFF).to(tl.float32)
         dd = dd * (sc & 0xFF).to(tl.float32)
     return ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
+
+
+@triton.jit
+def _unit_bits(h0, h1):
+    """A unit's two words of one bit a value (value 16 g + 4 j + b: word j // 2, byte b, bit 2 g + j % 2) ->
+    [.., 4] words (one per j), the value's bit at bit 2 g of byte b."""
+    j = tl.arange(0, 4)[None, None, None, :]
+    return tl.where(j < 2, h0[:, :, :, None], h1[:, :, :, None]) >> (j % 2)
+
+
+@triton.jit
+def _three_bits(c, h, G: tl.constexpr):
+    """Words of four int8 values from 3-bit two's complement codes: bits 2 G, 2 G + 1 of each byte of c
+    (two_bit_planes' codes) and bit 2 G of h (_unit_bits) as bit 2; bit 2 copied into bits 3..7."""
+    u = ((c >> (2 * G)) & 0x03030303) | (((h >> (2 * G)) & 0x01010101) << 2)
+    return u + (u & 0x04040404) * 62
 
 
 @triton.jit
@@ -446,6 +475,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 3 * L, 16 * L, 4 * L
     elif KIND == 12:
         step_w, step_s, step_g, step_x, step_d = 4 * L, L // 2, L, 16 * L, 4 * L
+    elif KIND == 13:
+        step_w, step_s, step_g, step_x, step_d = 4 * L, L // 4, 3 * L, 16 * L, 4 * L
     else:
         step_w = (8 if KIND == 1 or KIND >= 8 else 4) * L
         step_s = 2 * L if KIND == 3 or KIND >= 8 else L
@@ -626,7 +657,7 @@ def shared_x(n: int, bn: int, lanes: int) -> int:
 
 def unit_values(kind: int) -> int:
     """Values of a weight row a thread's unit step covers: 64 for Q4_K, IQ4_XS and the planes, else 32."""
-    return 64 if kind in (4, 6, 10, 11, 12) else 32
+    return 64 if kind in (4, 6) or kind >= 10 else 32
 
 
 def plan(kind: int, n: int, k: int, warps: int = WARPS, nr: int = ROWS_PER_THREAD) -> tuple[int, int]:

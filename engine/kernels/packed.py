@@ -34,7 +34,9 @@ With `Q5K_PLANES` (STRATA_Q5K_PLANES=1) Q5_K keeps 5.625 bits (kind 11, `five_bi
 d and dmin, and per 64 values 12 bytes of `sub` (its two scales, two mins and the 64 fifth bits).
 With `Q2K_PLANES` (STRATA_Q2K_PLANES=1) Q2_K takes the int8 kernels too in its own 2.625 bits (kind 12,
 `two_bit_planes`; without it, Q2_K stays in the GGUF layout): per 64 values 16 code bytes, the file's four
-scale bytes (sc | m << 4 per 16 values) as a word of `sub`, d and dmin.
+scale bytes (sc | m << 4 per 16 values) as a word of `sub`, d and dmin. With `Q3K_PLANES`
+(STRATA_Q3K_PLANES=1) Q3_K keeps 3.5625 bits (kind 13, `three_bit_planes`): Q2_K's code plane for the low
+bits, per 64 values a word of int8 scales and two words of third bits (as Q5_K's fifth bits) in `sub`, d.
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
@@ -85,12 +87,15 @@ MMA_Q4K = False
 # (both at 8 rows a pass); qwen3-30b-a3b with Q6_K down experts 22,948 -> 18,988 MiB, one stream 370 -> 421
 Q6K_PLANES = model_info.Q6K_PLANES
 # Q5_K in 5-bit planes (kind 11) instead of int8 codes (kind 9): 5.625 bits a weight, not 10 (STRATA_Q5K_PLANES=1:
-# off until measured on a GPU, tests/gpu/run_q5k_planes.sh)
+# off until measured on a GPU, QT=Q5_K tests/gpu/run_planes.sh)
 Q5K_PLANES = model_info.Q5K_PLANES
 # Q2_K in 2-bit planes (kind 12) for the int8 kernels instead of the GGUF layout (STRATA_Q2K_PLANES=1: off until
-# measured on a GPU, tests/gpu/run_q2k_planes.sh)
+# measured on a GPU, QT=Q2_K tests/gpu/run_planes.sh)
 Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "0") == "1"
-PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12}
+# Q3_K in 3-bit planes (kind 13) instead of int8 codes (kind 8): 3.5625 bits a weight, not 10 (STRATA_Q3K_PLANES=1:
+# off until measured on a GPU, QT=Q3_K tests/gpu/run_planes.sh)
+Q3K_PLANES = model_info.Q3K_PLANES
+PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12, QT.Q3_K: 13}
 
 
 @dataclass
@@ -148,6 +153,8 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | No
         return five_bit_planes(data, k)
     if qtype == QT.Q2_K:
         return two_bit_planes(data, k)
+    if qtype == QT.Q3_K and (Q3K_PLANES if planes is None else planes):
+        return three_bit_planes(data, k)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
     b = data.reshape(n, k // block, size)
@@ -296,6 +303,29 @@ def two_bit_planes(data: torch.Tensor, k: int) -> Packed:
     return Packed(QT.Q2_K, n, k, codes.reshape(n, k // 4), scales, sub, planes=True)
 
 
+def three_bit_planes(data: torch.Tensor, k: int) -> Packed:
+    """Q3_K rows [N, K/256 * 110] -> kind 13: per 64 values u = q & 7 (q in -4..3, 3-bit two's complement):
+    codes uint8 [N, K/4] hold u & 3 as two_bit_planes holds Q2_K's codes; sub int32 [N, K/64 * 3]: a word of
+    the four int8 sub-block scales sc - 32, then two words of u >> 2 as five_bit_planes' fifth bits (value
+    16 g + 4 j + b in word j // 2, byte b, bit 2 g + j % 2); scales float16 [N, K/256] (d). 3.5625 bits a
+    weight."""
+    from engine.quant_kquants import q3_k_parts, q3_k_scales
+
+    n = data.shape[0]
+    b = data.reshape(n, k // 256, 110)
+    codes = torch.empty((n, k // 64, 16), dtype=torch.uint8, device=data.device)
+    sub = torch.empty((n, k // 64, 12), dtype=torch.uint8, device=data.device)
+    for a, m, blk in _block_rows(b, k):
+        u = (q3_k_parts(blk)[1].view(torch.uint8) & 7).reshape(m, k // 64, 4, 16)         # [.., g, 4 j + b]
+        codes[a:a + m] = _bit_fields(u & 3, 2)
+        sub[a:a + m, :, :4] = q3_k_scales(blk).view(torch.uint8).reshape(m, k // 64, 4)
+        h = (u >> 2).reshape(m, k // 64, 4, 2, 2, 4)                                      # [.., g, w, j % 2, b]
+        sub[a:a + m, :, 4:] = _bit_fields(h.permute(0, 1, 2, 4, 3, 5).reshape(m, k // 64, 8, 8), 1)
+    d = b[..., 108:110].contiguous().view(torch.float16).reshape(n, k // 256)
+    return Packed(QT.Q3_K, n, k, codes.reshape(n, k // 4), d, sub.view(torch.int32).reshape(n, k // 64 * 3),
+                  planes=True)
+
+
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
     read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
@@ -354,6 +384,19 @@ def _nibbles(codes: torch.Tensor, group: int) -> torch.Tensor:
     return torch.cat((c & 0x0F, c >> 4), 2).reshape(n, -1)
 
 
+def _two_bit_codes(codes: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """two_bit_planes' code bytes [N, K/4] -> the values' 2-bit codes [N, K/64, 64], int32."""
+    c = codes.reshape(n, k // 64, 1, 16).int()
+    return ((c >> torch.arange(0, 8, 2, device=c.device)[:, None]) & 3).reshape(n, k // 64, 64)
+
+
+def _unit_bits(words: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """Per 64 values 8 bytes [N, K/64, 8] of one bit each (value 16 g + 4 j + b in byte 4 (j // 2) + b, bit
+    2 g + j % 2: five_bit_planes') -> [N, K/64, 64] int32."""
+    bits = (words.int()[..., None] >> torch.arange(8, device=words.device)) & 1           # [.., w, b, t]
+    return bits.reshape(n, k // 64, 2, 4, 4, 2).permute(0, 1, 4, 2, 5, 3).reshape(n, k // 64, 64)
+
+
 def unpack(p: Packed) -> torch.Tensor:
     """The float32 values [N, K], with engine.quant's operations (bit-identical to it)."""
     n, k = p.n, p.k
@@ -371,16 +414,19 @@ def unpack(p: Packed) -> torch.Tensor:
         return (dl[..., None] * q).reshape(n, k)
     if p.kind == 11:                              # Q5_K's 5-bit planes: (d * sc) * q - dmin * m per 32
         sub = p.sub.view(torch.uint8).reshape(n, k // 64, 12).int()
-        fifth = (sub[..., 4:, None] >> torch.arange(8, device=sub.device)) & 1          # [.., w, b, t]
-        fifth = fifth.reshape(n, k // 64, 2, 4, 4, 2).permute(0, 1, 4, 2, 5, 3)       # [.., g, w, j % 2, b]
-        q = _nibbles(p.codes, 32).reshape(n, k // 64, 64) | fifth.reshape(n, k // 64, 64) << 4
+        q = _nibbles(p.codes, 32).reshape(n, k // 64, 64) | _unit_bits(sub[..., 4:], n, k) << 4
         d, dmin = p.scales.float().unbind(-1)
         dl = d.repeat_interleave(8, -1) * sub[..., 0:2].reshape(n, k // 32).float()
         ml = dmin.repeat_interleave(8, -1) * sub[..., 2:4].reshape(n, k // 32).float()
         return (dl[..., None] * q.reshape(n, k // 32, 32).float() - ml[..., None]).reshape(n, k)
+    if p.kind == 13:                              # Q3_K's 3-bit planes: (d * sc) * q per 16
+        sub = p.sub.view(torch.uint8).reshape(n, k // 64, 12)
+        u = _two_bit_codes(p.codes, n, k) | _unit_bits(sub[..., 4:], n, k) << 2
+        q = ((u ^ 4) - 4).float().reshape(n, k // 16, 16)
+        dl = p.scales.float().repeat_interleave(16, -1) * sub[..., :4].view(torch.int8).reshape(n, k // 16).float()
+        return (dl[..., None] * q).reshape(n, k)
     if p.kind == 12:                              # Q2_K's 2-bit planes: (d * sc) * q - dmin * m per 16
-        c = p.codes.reshape(n, k // 64, 1, 16).int()
-        q = ((c >> torch.arange(0, 8, 2, device=c.device)[:, None]) & 3).reshape(n, k // 16, 16)
+        q = _two_bit_codes(p.codes, n, k).reshape(n, k // 16, 16)
         sm = p.sub.view(torch.uint8).reshape(n, k // 16).int()
         d, dmin = (f.repeat_interleave(16, -1) for f in p.scales.float().unbind(-1))
         return ((d * (sm & 15).float())[..., None] * q.float() - (dmin * (sm >> 4).float())[..., None]).reshape(n, k)

@@ -70,7 +70,7 @@ def reference(dg, fused, lw, h, w, sel, n):
     for qt, down, planes in [(QT.Q4_K, None, False), (QT.Q8_0, None, False), (QT.Q4_0, None, False),
                              (QT.IQ4_XS, None, False), (QT.Q4_K, QT.Q5_0, False), (QT.Q4_K, QT.Q6_K, False),
                              (QT.Q5_K, QT.Q5_1, False), (QT.Q4_K, QT.Q6_K, True), (QT.Q5_K, None, True),
-                             (QT.Q2_K, QT.Q6_K, True)]])
+                             (QT.Q2_K, QT.Q3_K, True)]])
 def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
@@ -80,6 +80,7 @@ def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypa
     monkeypatch.setattr(packed, "Q6K_PLANES", planes)           # Q6_K stacks in 6-bit planes (kind 10)
     monkeypatch.setattr(packed, "Q5K_PLANES", planes)           # Q5_K's in 5-bit planes (kind 11)
     monkeypatch.setattr(packed, "Q2K_PLANES", planes)           # Q2_K's in 2-bit planes (kind 12)
+    monkeypatch.setattr(packed, "Q3K_PLANES", planes)           # Q3_K's in 3-bit planes (kind 13)
 
     lw = experts(qt, down)
     assert mg.supports(lw) and lw.down_exps.packed.kind == (packed.PLANE_KINDS[down or qt] if planes
@@ -168,6 +169,7 @@ def test_prompt_tile_groups_pairs_by_expert(mg, qt, planes, monkeypatch):
     monkeypatch.setattr(packed, "Q6K_PLANES", planes)
     monkeypatch.setattr(packed, "Q5K_PLANES", planes)
     monkeypatch.setattr(packed, "Q2K_PLANES", planes)
+    monkeypatch.setattr(packed, "Q3K_PLANES", planes)
     lw = experts(qt)
     assert lw.gate_exps.packed.kind == (packed.PLANE_KINDS[qt] if planes else packed.KIND[qt])
     gen = torch.Generator().manual_seed(8)

@@ -26,14 +26,16 @@ TYPES = sorted(PACKED_TYPES, key=lambda t: t.name)
 # kernel runs the same code on each of them; IQ3_S stands for the four (their values are checked above).
 # Q5_0 packs to Q8_0's planes exactly (test_q5_0_is_q8_planes), so Q8_0 stands for it too; Q3_K packs to
 # Q6_K's (kind 8: test_int8_value_types), so Q6_K stands for it.
+PLANE_TYPES = (QT.Q6_K, QT.Q5_K, QT.Q2_K, QT.Q3_K)
 KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t not in (QT.Q5_0, QT.Q3_K)]
 
 
 def layouts(types) -> list:
     """(type, planes) params: each type with its int8 codes where it has planes (planes=False), then Q6_K in
-    6-bit planes (kind 10, packed.six_bit_planes), Q5_K in 5-bit (kind 11) and Q2_K in 2-bit (kind 12)."""
+    6-bit planes (kind 10, packed.six_bit_planes), Q5_K in 5-bit (kind 11), Q2_K in 2-bit (kind 12) and Q3_K
+    in 3-bit (kind 13)."""
     return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(t, True, id=t.name + "-planes")
-                                                                 for t in (QT.Q6_K, QT.Q5_K, QT.Q2_K)]
+                                                                 for t in PLANE_TYPES]
 
 
 def blocks(qt, n, k, seed=0):
@@ -151,6 +153,25 @@ def test_q2k_two_bit_planes(monkeypatch):
     data = blocks(QT.Q2_K, n, 512, 4)
     both = cat([pack(data, QT.Q2_K, 512), p])
     assert same_bits(unpack(both.rows(0, n)), dequantize(data, QT.Q2_K, n * 512).reshape(n, 512))
+
+
+def test_q3k_three_bit_planes():
+    """STRATA_Q3K_PLANES=1: Q3_K in 3.5625 bits a weight (kind 13) instead of 10: its codes' low two bits as
+    Q2_K's planes, per 64 values a word of int8 scales and two of third bits, d; the values exact over the
+    packer's row chunks; the GPU memory estimate counts those bytes where on."""
+    from types import SimpleNamespace
+
+    import engine.model_info as model_info
+
+    assert packed_module.Q3K_PLANES == model_info.Q3K_PLANES == (os.environ.get("STRATA_Q3K_PLANES", "0") == "1")
+    p = pack(blocks(QT.Q3_K, 3, 512), QT.Q3_K, 512, planes=True)
+    assert p.kind == 13 and p.codes.shape == (3, 128) and p.sub.shape == (3, 24) and p.scales.shape == (3, 2)
+    assert p.nbytes == 3 * 2 * 114
+    t = SimpleNamespace(qtype=QT.Q3_K, shape=(512, 3), n_elements=3 * 512, nbytes=3 * 2 * 110)
+    assert model_info.gpu_matrix_bytes(t) == (p.nbytes if model_info.Q3K_PLANES else 3 * 512 * 10 // 8)
+    n = 2 * (1 << 22) // 512 + 5
+    data = blocks(QT.Q3_K, n, 512, 4)
+    assert same_bits(unpack(pack(data, QT.Q3_K, 512, planes=True)), dequantize(data, QT.Q3_K, n * 512).reshape(n, 512))
 
 
 def test_q5k_five_bit_planes():
@@ -332,7 +353,7 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
 
 @pytest.mark.parametrize("qt,rows,kernel,planes", [(qt, 16, "gemv", False) for qt in KERNEL_TYPES if KIND[qt] <= 4]
                          + [(qt, 40, "mma", False) for qt in KERNEL_TYPES]
-                         + [(t, 40, "mma", True) for t in (QT.Q6_K, QT.Q5_K, QT.Q2_K)],
+                         + [(t, 40, "mma", True) for t in PLANE_TYPES],
                          ids=lambda v: getattr(v, "name", None) or ("planes" if v is True else str(v)))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel, planes):
     """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of

@@ -641,6 +641,17 @@ FAULTS = [
     Fault("packer-q2k-planes-order", "engine/kernels/packed.py",
           "codes[a:a + m] = _bit_fields(q, 2)", "codes[a:a + m] = _bit_fields(q.flip(-2), 2)",
           [PK + "test_unpack_is_bit_identical_to_engine_quant[Q2_K-planes]"]),
+    # Q3_K's 3-bit planes (kind 13): codes not sign-extended, the prompt kernels' third bits from the first
+    # word's half for every word, the packer's scales one off
+    Fault("dp4a-q3k-planes-unsigned", "engine/kernels/dp4a_gemv.py",
+          "    return u + (u & 0x04040404) * 62", "    return u",
+          [DG + "test_decode_kernel_is_right_and_row_invariant[Q3_K-planes]"]),
+    Fault("prompt-q3k-planes-third-bits", "engine/kernels/stream_matmul.py",
+          "(((hb >> (2 * (g16 % 4) + (j16 // 4) % 2)) & 1) << 2)", "(((hb >> (2 * (g16 % 4))) & 1) << 2)",
+          [PK + "test_kernel_reads_the_layout_like_engine_quant[Q3_K-planes]"]),
+    Fault("packer-q3k-planes-scales", "engine/kernels/packed.py",
+          "sub[a:a + m, :, :4] = q3_k_scales(blk).view", "sub[a:a + m, :, :4] = (q3_k_scales(blk) + 1).view",
+          [PK + "test_unpack_is_bit_identical_to_engine_quant[Q3_K-planes]"]),
     Fault("packer-q6k-planes-high-order", "engine/kernels/packed.py",
           "_bit_fields((u >> 4).reshape(m, k // 64, 4, 16), 2)",
           "_bit_fields((u >> 4).reshape(m, k // 64, 16, 4).transpose(-1, -2), 2)",
