@@ -325,9 +325,10 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
 @triton.jit
 def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr):
     """A step's IQ4 codes -> their int8 values (ca: values 0..15 of the first run, cb: 16..31; IQ4_XS's
-    second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; Q6_K's planes -> its
-    64 values (ca, cb, mn_lo, mn_hi: 16 each) and its four scales d * sc (dd, dmin, sc_lo, sc_hi, exact
-    in float32); other kinds as they are."""
+    second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; the bit planes (kinds
+    10-13) -> their 64 int8 values (ca, cb, mn_lo, mn_hi: 16 each) and, Q6_K's and Q3_K's, the four scales
+    d * sc (dd, dmin, sc_lo, sc_hi), Q5_K's d * sc (dd, dmin) and dmin * m (sc_lo, sc_hi), all exact in
+    float32 (Q2_K's scale word stays whole: _dot_unit takes its nibbles as integers); other kinds as they are."""
     if KIND == 6:
         mn_lo, mn_hi = kvalues8(cb, INTERP)
         ca, cb = kvalues8(ca, INTERP)
