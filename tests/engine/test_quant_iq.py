@@ -160,7 +160,7 @@ def test_make_model_iq_weights_have_the_usual_statistics(qtype):
     assert np.isfinite(x).all() and 0.017 < x.std() < 0.023 and abs(x.mean()) < 0.002, (x.std(), x.mean())
 
 
-@pytest.mark.parametrize("bad", ["output.weight=Q2_K", "output.weight", "=Q6_K"])
+@pytest.mark.parametrize("bad", ["output.weight=Q8_1", "output.weight", "=Q6_K"])
 def test_bad_type_map_is_a_config_error(tmp_path, bad):
     with pytest.raises(ConfigError, match="qtype-map"):
         make_model("llama", "tiny", tmp_path / "x.gguf", qtype="IQ4_NL", qtype_map=bad)
