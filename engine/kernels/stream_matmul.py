@@ -59,13 +59,13 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
     whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
-    if KIND == 1 or (KIND >= 8 and KIND != 11):     # int8 codes: Q8_0 (f16 d per 32), Q6_K, Q5_K / Q5_1
+    if KIND == 1 or (KIND >= 8 and KIND != 11):     # values as [BN, 8, 32]: int8 codes, the planes but Q5_K's
         g = tl.arange(0, 8)[None, :, None]
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         bok = okn & (c * 8 + g < K // 32)
-        if KIND == 8 or KIND >= 10:                  # Q6_K, Q3_K: (d * sc) per 16 values, times q, as [BN, 16, 16]
+        if KIND == 8 or KIND >= 10:                  # (d * sc) per 16 values, times q (- Q2_K's m), as [BN, 16, 16]
             g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the
             j16 = tl.arange(0, 16)[None, None, :]    # pipelined prompt kernel's shared memory overflows)
             ml = 0.0                                 # (Q2_K's minimum: dmin * m per 16 values)
