@@ -107,10 +107,10 @@ class Packed:
     scales: torch.Tensor
     sub: torch.Tensor | None = None
     mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
-    planes: bool = False               # Q6_K in 6-bit planes (six_bit_planes), Q5_K in 5-bit (five_bit_planes)
+    planes: bool = False               # Q6_K, Q5_K, Q2_K or Q3_K in bit planes (kinds 10-13: PLANE_KINDS)
 
     @property
-    def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10: Q6_K's planes; 11: Q5_K's
+    def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10..13: the bit planes
         return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else KIND[self.qtype]
 
     @property
@@ -126,8 +126,8 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES) and k % GGML_QUANT_SIZES[qtype][0] == 0 and (GPU_IQ4 or qtype not in IQ4_TYPES) \
-        and QT(qtype).name not in GPU_KEEP | FIT_KEEP
+    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES) and k % GGML_QUANT_SIZES[qtype][0] == 0 \
+        and (GPU_IQ4 or qtype not in IQ4_TYPES) and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
 
 def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:
@@ -144,8 +144,8 @@ def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tenso
 
 def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | None = None) -> Packed:
     """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device. mma: Q4_K codes in
-    the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K in 6-bit planes, Q5_K in 5-bit
-    (default Q6K_PLANES, Q5K_PLANES)."""
+    the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K, Q5_K, Q3_K in bit planes
+    (default Q6K_PLANES, Q5K_PLANES, Q3K_PLANES; Q2_K has no other packed form)."""
     qtype = QT(qtype)
     if qtype == QT.Q6_K and (Q6K_PLANES if planes is None else planes):
         return six_bit_planes(data, k)
