@@ -136,26 +136,14 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
     sub-block 2g, high ones 2g + 1; IQ4_XS: two 32-value runs' looked-up values (ca, cb: run 2g's values
     0..15 and 16..31; mn_lo, mn_hi: run 2g + 1's); Q8_0 (and IQ4_NL's looked-up values): 32 int8 codes in
     two 16-byte halves; Q4_0 / Q4_1: 32 nibbles, values 0..15 low, 16..31 high; Q6_K: 32 int8 codes, each
-    16-byte half its own scale (plo, phi); Q5_K / Q5_1: 32 int8 codes as Q8_0, a minimum as Q4_1; Q6_K's
-    planes: 64 values (ca, cb, mn_lo, mn_hi: 16 each, _w_values'), each 16 under its scale (dd, dmin,
-    sc_lo, sc_hi), the first 32 under x's d0 here, the second under d1 in scale_unit."""
+    16-byte half its own scale (plo, phi); Q5_K / Q5_1: 32 int8 codes as Q8_0, a minimum as Q4_1; the bit
+    planes: 64 values (ca, cb, mn_lo, mn_hi: 16 each, _w_values'); Q6_K's, Q3_K's and Q2_K's first 32 are
+    scaled under x's d0 here, the second 32 under d1 in scale_unit."""
     zero = tl.zeros_like(ca)
     if KIND == 12:                  # Q2_K's planes: integer sums per 16 under the scale word's sc and m
-        one = zero + 0x01010101
-        w = sc_lo
-        p0 = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
-        p1 = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
-        n0 = tl.sum(_dp4a(one, x0, zero, INTERP), axis=3)
-        n1 = tl.sum(_dp4a(one, x1, zero, INTERP), axis=3)
-        plo = (w & 15) * p0 + ((w >> 8) & 15) * p1
-        phi = ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1
+        plo, phi = _q2k_half(ca, cb, x0, x1, sc_lo, INTERP)
         acc = tl.fma(d0, tl.fma(-dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
-        p0 = tl.sum(_dp4a(mn_lo, x2, zero, INTERP), axis=3)
-        p1 = tl.sum(_dp4a(mn_hi, x3, zero, INTERP), axis=3)
-        n0 = tl.sum(_dp4a(one, x2, zero, INTERP), axis=3)
-        n1 = tl.sum(_dp4a(one, x3, zero, INTERP), axis=3)
-        plo = ((w >> 16) & 15) * p0 + ((w >> 24) & 15) * p1
-        phi = ((w >> 20) & 15) * n0 + ((w >> 28) & 15) * n1
+        plo, phi = _q2k_half(mn_lo, mn_hi, x2, x3, sc_lo >> 16, INTERP)
     elif KIND == 8 or KIND == 10 or KIND == 13:
         plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
         phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
@@ -180,6 +168,19 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         plo = tl.sum(_dp4a((ca >> 4) & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = plo
     return scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND)
+
+
+@triton.jit
+def _q2k_half(va, vb, xa, xb, w, INTERP: tl.constexpr):
+    """One 32-value half of a Q2_K planes unit: (sum sc q x, sum m x) over its two 16s, exact integers; w's
+    low two bytes are the 16s' (sc | m << 4)."""
+    zero = tl.zeros_like(va)
+    one = zero + 0x01010101
+    p0 = tl.sum(_dp4a(va, xa, zero, INTERP), axis=3)
+    p1 = tl.sum(_dp4a(vb, xb, zero, INTERP), axis=3)
+    n0 = tl.sum(_dp4a(one, xa, zero, INTERP), axis=3)
+    n1 = tl.sum(_dp4a(one, xb, zero, INTERP), axis=3)
+    return (w & 15) * p0 + ((w >> 8) & 15) * p1, ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1
 
 
 @triton.jit

@@ -633,7 +633,7 @@ FAULTS = [
     # Q2_K's 2-bit planes (kind 12): one minimum for both 16s of a half, the prompt kernels' minimum from the
     # scale's nibble, the packer's first two 16s swapped
     Fault("dp4a-q2k-planes-one-min", "engine/kernels/dp4a_gemv.py",
-          "phi = ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1", "phi = ((w >> 4) & 15) * n0 + ((w >> 4) & 15) * n1",
+          "((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1", "((w >> 4) & 15) * n0 + ((w >> 4) & 15) * n1",
           [DG + "test_decode_kernel_is_right_and_row_invariant[Q2_K-planes]"]),
     Fault("prompt-q2k-planes-min-nibble", "engine/kernels/stream_matmul.py",
           "to(tl.float32) * (sm >> 4).to(tl.float32)", "to(tl.float32) * (sm & 15).to(tl.float32)",
