@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from gguf.constants import GGMLQuantizationType as QT
 
 from engine import cpu_gemm, group_choice, layout
 from engine.cpu_thread import lone_cpu, on_compute_thread
@@ -76,8 +77,9 @@ def _dtype(config: EngineConfig) -> torch.dtype:
     return torch.bfloat16
 
 
-def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
-    """What the effective configuration says the stages keep of each matrix."""
+def weights_mode(devices: list[str], dtype: torch.dtype, types=()) -> str:
+    """What the effective configuration says the stages keep of each matrix (on GPU stages, per quantized
+    type among `types`, the model's matrices' types: packed.gpu_form)."""
     cpu = "cpu" in devices
     if cpu and dtype == torch.bfloat16:
         one = ", ".join(t for t, n in INT4_PARTS.items() if n == 1)
@@ -90,8 +92,16 @@ def weights_mode(devices: list[str], dtype: torch.dtype) -> str:
     else:
         mode = ""
     if any(d != "cpu" for d in devices):
-        mode += ("; " if mode else "") + "GPU: quantized, repacked for streaming"
+        forms = ", ".join(f"{t.name} in {packed.gpu_form(t)}" for t in sorted(set(types), key=lambda t: t.name)
+                          if t not in (QT.F32, QT.F16, QT.BF16))
+        mode += ("; " if mode else "") + "GPU: quantized, repacked for streaming" + (f" ({forms})" if forms else "")
     return mode
+
+
+def _matrix_types(gf: GGUFFile) -> list:
+    """The types of the matrices the stages multiply by (the token embedding only where it is the head too)."""
+    tied = "output.weight" not in gf.tensors
+    return [t.qtype for name, t in gf.tensors.items() if len(t.shape) > 1 and (tied or name != "token_embd.weight")]
 
 
 DECODE_KERNELS = ("q4k-mma", "dp4a", "imma", "bf16")
@@ -434,5 +444,6 @@ def _load_model(config: EngineConfig, progress) -> LoadedModel:
         parallel=config.parallel, groups=groups.groups, ctx=ctx, dtype=str(dtype).replace("torch.", ""),
         draft=config.draft, spec=plan.spec, spec_min_p=plan.min_p, piped_mtp=plan.piped, mtp_layers=cfg.n_mtp,
         mtp_file=str(gf.sidecar or ""),
-        decode_kernel=decode_kernel, weights=weights_mode(devices, dtype), fallbacks=notes)
+        decode_kernel=decode_kernel, fallbacks=notes,
+        weights=weights_mode(devices, dtype, _matrix_types(gf)))
     return LoadedModel(gf, cfg, tok, pipeline, drafter, plan, groups.groups, eff, info, time.perf_counter() - t0)

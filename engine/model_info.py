@@ -42,10 +42,10 @@ RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
 # GPU stages keep Q6_K in 6-bit planes, the file's bytes (STRATA_Q6K_PLANES=1), or as int8 codes
 # (engine.kernels.packed.Q6K_PLANES takes this value)
 Q6K_PLANES = os.environ.get("STRATA_Q6K_PLANES", "1") == "1"
-# ... and Q5_K in 5-bit planes, 5.625 bits (STRATA_Q5K_PLANES=1), or as int8 codes
-Q5K_PLANES = os.environ.get("STRATA_Q5K_PLANES", "0") == "1"
-# ... and Q3_K in 3-bit planes, 3.5625 bits (STRATA_Q3K_PLANES=1), or as int8 codes
-Q3K_PLANES = os.environ.get("STRATA_Q3K_PLANES", "0") == "1"
+# ... and Q5_K in 5-bit planes, 5.625 bits (STRATA_Q5K_PLANES=1), or as int8 codes (=0)
+Q5K_PLANES = os.environ.get("STRATA_Q5K_PLANES", "1") == "1"
+# ... and Q3_K in 3-bit planes, 3.5625 bits (STRATA_Q3K_PLANES=1), or as int8 codes (=0)
+Q3K_PLANES = os.environ.get("STRATA_Q3K_PLANES", "1") == "1"
 # Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a
 # fraction: RUN_INT8's planes, Q5_0 as Q8_0's (8.5 bits), Q6_K, Q3_K, Q5_K, Q5_1 as int8 codes with two
 # float32 scales per 32 values (10 bits), Q5_K's and Q3_K's planes (Q6_K's and Q2_K's are the file's bytes)

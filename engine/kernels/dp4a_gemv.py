@@ -628,8 +628,11 @@ ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 # ... but 8 where that measured faster now that Q4_K runs on q4k_mma (H200, 2026-12-07, llama-3-8b shape,
 # 8 streams, 4 -> 8: Q8_0 1,003 -> 1,208 tok/s, Q4_1 1,290 -> 1,403, Q4_K with a Q6_K head, v and down
 # 1,530 -> 1,696 (Q6_K's int8 codes) and 1,440 -> 1,621 (its 6-bit planes); Q5_K 1,025 / 1,013 and IQ4_XS
-# 1,392 / 1,408 stay at 4; one stream the same at either). STRATA_DP4A_RB sets every kind's
-PASS_ROWS = {1: 8, 3: 8, 8: 8, 10: 8} if "STRATA_DP4A_RB" not in os.environ else {}
+# 1,392 / 1,408 stay at 4; one stream the same at either). The planes (H100, 2026-12-07,
+# tests/gpu/run_planes_kernels.sh, the 8B's qkv + gate|up + down at 8 / 16 rows): Q5_K 8 (149 -> 121 /
+# 289 -> 243 us; eight 8B streams 1,268 -> 1,463 tok/s), Q2_K 2 (247 -> 218 / 474 -> 420 us), Q3_K 4 (115 /
+# 211 us; 122 / 226 at 8). STRATA_DP4A_RB sets every kind's
+PASS_ROWS = {1: 8, 3: 8, 8: 8, 10: 8, 11: 8, 12: 2} if "STRATA_DP4A_RB" not in os.environ else {}
 # weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
 # them. A row's bits are the same at either setting (the same code per weight row).

@@ -21,22 +21,22 @@ has 5.5), so its matrices run the int8 kernels instead of the GGUF-layout ones: 
 Q5_0 to the matrices of a Q4_K file whose rows are not a multiple of 256 (GLM-4.5-Air's down experts
 and shared expert, K = 1408).
 
-Q3_K (and Q6_K with STRATA_Q6K_PLANES=0) become int8 codes (Q6_K's q - 32; Q3_K's signed q) under a
-float32 d * sc per 16 values (kind 8),
-Q5_K and Q5_1 int8 codes q under float32 (d, m) per 32, the value d q + m (kind 9; Q5_K's m is
--(dmin * m)): 10 bits per weight, the products exact in float32. Where the streaming forms do not fit a
-load, the loader keeps the types that grow most in the GGUF layout (FIT_KEEP).
+With STRATA_Q6K_PLANES=0 / STRATA_Q3K_PLANES=0, Q6_K and Q3_K become int8 codes (Q6_K's q - 32; Q3_K's
+signed q) under a float32 d * sc per 16 values (kind 8); Q5_1 (and Q5_K with STRATA_Q5K_PLANES=0) int8
+codes q under float32 (d, m) per 32, the value d q + m (kind 9; Q5_K's m is -(dmin * m)): 10 bits per
+weight, the products exact in float32. Where the streaming forms do not fit a load, the loader keeps the
+types that grow most in the GGUF layout (FIT_KEEP).
 
-By default (`Q6K_PLANES`) Q6_K keeps its 6.56 bits instead (kind 10, `six_bit_planes`): per
-64 values 48 code bytes (the low nibbles as Q4_K's, then the high 2 bits), the int8 sub-block scales in
-`sub` and d in `scales`; the kernels multiply d * sc in float32 (exact) and sign-extend the codes.
-With `Q5K_PLANES` (STRATA_Q5K_PLANES=1) Q5_K keeps 5.625 bits (kind 11, `five_bit_planes`): Q4_K's codes,
-d and dmin, and per 64 values 12 bytes of `sub` (its two scales, two mins and the 64 fifth bits).
-With `Q2K_PLANES` (STRATA_Q2K_PLANES=1) Q2_K takes the int8 kernels too in its own 2.625 bits (kind 12,
-`two_bit_planes`; without it, Q2_K stays in the GGUF layout): per 64 values 16 code bytes, the file's four
-scale bytes (sc | m << 4 per 16 values) as a word of `sub`, d and dmin. With `Q3K_PLANES`
-(STRATA_Q3K_PLANES=1) Q3_K keeps 3.5625 bits (kind 13, `three_bit_planes`): Q2_K's code plane for the low
-bits, per 64 values a word of int8 scales and two words of third bits (as Q5_K's fifth bits) in `sub`, d.
+By default the k-quants keep their own bits instead, in planes (PLANE_KINDS). Q6_K keeps its 6.56 bits
+(kind 10, `six_bit_planes`): per 64 values 48 code bytes (the low nibbles as Q4_K's, then the high 2
+bits), the int8 sub-block scales in `sub` and d in `scales`; the kernels multiply d * sc in float32
+(exact) and sign-extend the codes. Q5_K keeps 5.625 bits (kind 11, `five_bit_planes`): Q4_K's codes, d
+and dmin, and per 64 values 12 bytes of `sub` (its two scales, two mins and the 64 fifth bits). Q2_K
+takes the int8 kernels too in its own 2.625 bits (kind 12, `two_bit_planes`; with STRATA_Q2K_PLANES=0 it
+stays in the GGUF layout): per 64 values 16 code bytes, the file's four scale bytes (sc | m << 4 per 16
+values) as a word of `sub`, d and dmin. Q3_K keeps 3.5625 bits (kind 13, `three_bit_planes`): Q2_K's
+code plane for the low bits, per 64 values a word of int8 scales and two words of third bits (as Q5_K's
+fifth bits) in `sub`, d.
 
 IQ4_NL keeps Q4_0's planes (codes, d per 32); IQ4_XS codes, d per 256 and `sub`; their codes index
 IQ4_NL's 16 values, and each 32-bit word of them holds the codes of two x words, four a half (the
@@ -86,14 +86,20 @@ MMA_Q4K = False
 # Q4_K with a Q6_K head, v and down 5,763 -> 4,856 MiB, one stream 357 -> 381 tok/s, eight 1,696 -> 1,621
 # (both at 8 rows a pass); qwen3-30b-a3b with Q6_K down experts 22,948 -> 18,988 MiB, one stream 370 -> 421
 Q6K_PLANES = model_info.Q6K_PLANES
-# Q5_K in 5-bit planes (kind 11) instead of int8 codes (kind 9): 5.625 bits a weight, not 10 (STRATA_Q5K_PLANES=1:
-# off until measured on a GPU, QT=Q5_K tests/gpu/run_planes.sh)
+# Q5_K in 5-bit planes (kind 11) instead of int8 codes (kind 9): 5.625 bits a weight, not 10 (STRATA_Q5K_PLANES=0:
+# int8 codes). H100, 2026-12-07 (QT=Q5_K tests/gpu/run_planes.sh): llama-3-8b shape Q5_K 8,945 -> 5,200 MiB,
+# one stream 267 -> 384 tok/s, eight 949 -> 1,463 (8 rows a pass); qwen3-30b-a3b one stream 329 -> 405, four
+# 717 -> 785; 512-token prompts 10,974 -> 11,824 and 7,270 -> 9,371 tok/s once the prompt tile read the fifth
+# bits as words (tests/gpu/run_planes_prompt.sh; before that 9,855 and 5,612)
 Q5K_PLANES = model_info.Q5K_PLANES
-# Q2_K in 2-bit planes (kind 12) for the int8 kernels instead of the GGUF layout (STRATA_Q2K_PLANES=1: off until
-# measured on a GPU, QT=Q2_K tests/gpu/run_planes.sh)
-Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "0") == "1"
-# Q3_K in 3-bit planes (kind 13) instead of int8 codes (kind 8): 3.5625 bits a weight, not 10 (STRATA_Q3K_PLANES=1:
-# off until measured on a GPU, QT=Q3_K tests/gpu/run_planes.sh)
+# Q2_K in 2-bit planes (kind 12) for the int8 kernels instead of the GGUF layout (STRATA_Q2K_PLANES=0: the GGUF
+# layout). H100, 2026-12-07 (QT=Q2_K tests/gpu/run_planes.sh): llama-3-8b shape 14,081 -> 2,632 MiB of weights,
+# one stream 129 -> 442 tok/s, prompt 1,718 -> 12,353, but eight streams 996 -> 795 (the planes' per-row cost);
+# qwen3-30b-a3b one stream 4.3 -> 473 (its expert stacks leave the per-expert loop)
+Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "1") == "1"
+# Q3_K in 3-bit planes (kind 13) instead of int8 codes (kind 8): 3.5625 bits a weight, not 10 (STRATA_Q3K_PLANES=0:
+# int8 codes). H100, 2026-12-07 (QT=Q3_K tests/gpu/run_planes.sh): llama-3-8b shape 8,945 -> 3,435 MiB, one
+# stream 263 -> 447 tok/s, eight 954 -> 1,402, prompt 11,386 -> 12,065; qwen3-30b-a3b one 317 -> 481, four 670 -> 984
 Q3K_PLANES = model_info.Q3K_PLANES
 PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12, QT.Q3_K: 13}
 
@@ -128,6 +134,22 @@ class Packed:
 def supports(qtype, k: int) -> bool:
     return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES) and k % GGML_QUANT_SIZES[qtype][0] == 0 \
         and (GPU_IQ4 or qtype not in IQ4_TYPES) and QT(qtype).name not in GPU_KEEP | FIT_KEEP
+
+
+def gpu_form(qtype) -> str:
+    """What a GPU stage keeps of a quantized matrix of this type, in the effective configuration's words."""
+    qt = QT(qtype)
+    if qt in IQ4_TYPES and not GPU_IQ4:
+        return "dense bfloat16"
+    if not supports(qt, GGML_QUANT_SIZES[qt][0]):
+        return "the GGUF layout"
+    if qt in PLANE_KINDS and {QT.Q6_K: Q6K_PLANES, QT.Q5_K: Q5K_PLANES, QT.Q3_K: Q3K_PLANES}.get(qt, True):
+        return {QT.Q6_K: "6-bit", QT.Q5_K: "5-bit", QT.Q3_K: "3-bit", QT.Q2_K: "2-bit"}[qt] + " planes"
+    if qt in SCALE16_TYPES | AFFINE_INT8_TYPES:
+        return "int8 codes"
+    if qt in RUN_INT8_TYPES or qt in (QT.Q8_0, QT.Q5_0):
+        return "int8 planes"
+    return "4-bit planes" + (" in the tensor-core order" if qt == QT.Q4_K and MMA_Q4K else "")
 
 
 def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tensor:

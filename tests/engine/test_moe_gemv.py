@@ -220,7 +220,8 @@ def test_prompt_tile_on_int8_tensor_cores(mg, qt, down, monkeypatch):
     from engine.kernels.packed import unpack
 
     monkeypatch.setattr(packed, "GPU_IQ4", True)
-    monkeypatch.setattr(packed, "Q6K_PLANES", False)     # (this kernel reads Q6_K's int8 codes, not its planes)
+    monkeypatch.setattr(packed, "Q6K_PLANES", False)     # (this kernel reads Q6_K's and Q5_K's int8 codes, not
+    monkeypatch.setattr(packed, "Q5K_PLANES", False)     # their planes)
     monkeypatch.setattr(q8, "BN", 256)         # fewer, larger programs for the interpreter (the same arithmetic)
     lw = experts(qt, down)
     assert q8.supports(lw)

@@ -93,19 +93,20 @@ def test_q5_0_is_q8_planes():
                                            (QT.Q5_1, 9, 0, 31)],
                          ids=lambda v: getattr(v, "name", None) or str(v))
 def test_int8_value_types(qt, kind, lo, hi):
-    """Q6_K (a Q4_K_M file's head, half its v and down matrices), Q3_K, Q5_K and Q5_1 become int8 codes
+    """Q5_1 (and Q6_K, Q3_K, Q5_K with their planes off: STRATA_Q6K_PLANES=0, ...) become int8 codes
     with float32 scales (Q6_K, Q3_K: d * sc per 16 values; Q5_K, Q5_1: (d, m) per 32), read by the int8
     kernels as kinds 8 and 9; the values exact (test_unpack_is_bit_identical_to_engine_quant), over the packer's row
-    chunks, and the GPU memory estimate counts their 10 bits per value."""
+    chunks, and the GPU memory estimate counts their 10 bits per value where that is the form loaded."""
     from types import SimpleNamespace
 
     from engine.model_info import gpu_matrix_bytes
 
     k = 512 if GGML_QUANT_SIZES[qt][0] == 256 else 1408
-    p = pack(blocks(qt, 3, k), qt, k, planes=False)        # (Q6_K's default is its 6-bit planes: below)
+    p = pack(blocks(qt, 3, k), qt, k, planes=False)        # (the k-quants' default is their planes: below)
     assert p.kind == kind and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
     assert p.codes.min() == lo and p.codes.max() == hi and p.nbytes == 3 * k * 10 // 8
-    if qt != QT.Q6_K or not packed_module.Q6K_PLANES:
+    planes = {QT.Q6_K: packed_module.Q6K_PLANES, QT.Q3_K: packed_module.Q3K_PLANES, QT.Q5_K: packed_module.Q5K_PLANES}
+    if not planes.get(qt, False):
         assert gpu_matrix_bytes(SimpleNamespace(qtype=qt, shape=(k, 3), n_elements=3 * k, nbytes=0)) == p.nbytes
     n = 2 * (1 << 22) // k + 5
     data = blocks(qt, n, k, 4)
@@ -139,10 +140,10 @@ def test_q6k_six_bit_planes():
 
 
 def test_q2k_two_bit_planes(monkeypatch):
-    """STRATA_Q2K_PLANES=1: Q2_K (otherwise left in the GGUF layout) takes the int8 kernels in the file's 2.625
+    """Q2_K planes (default; STRATA_Q2K_PLANES=0 leaves it in the GGUF layout): Q2_K takes the int8 kernels in the file's 2.625
     bits a weight (kind 12): 16 code bytes per 64 values, the file's scale bytes as words, d and dmin; the
     values exact over the packer's row chunks and stacked rows."""
-    assert packed_module.Q2K_PLANES == (os.environ.get("STRATA_Q2K_PLANES", "0") == "1")
+    assert packed_module.Q2K_PLANES == (os.environ.get("STRATA_Q2K_PLANES", "1") == "1")
     monkeypatch.setattr(packed_module, "Q2K_PLANES", False)
     assert not supports(QT.Q2_K, 512)
     monkeypatch.setattr(packed_module, "Q2K_PLANES", True)
@@ -156,14 +157,14 @@ def test_q2k_two_bit_planes(monkeypatch):
 
 
 def test_q3k_three_bit_planes():
-    """STRATA_Q3K_PLANES=1: Q3_K in 3.5625 bits a weight (kind 13) instead of 10: its codes' low two bits as
+    """Q3_K planes (default; STRATA_Q3K_PLANES=0: int8 codes): Q3_K in 3.5625 bits a weight (kind 13) instead of 10: its codes' low two bits as
     Q2_K's planes, per 64 values a word of int8 scales and two of third bits, d; the values exact over the
     packer's row chunks; the GPU memory estimate counts those bytes where on."""
     from types import SimpleNamespace
 
     import engine.model_info as model_info
 
-    assert packed_module.Q3K_PLANES == model_info.Q3K_PLANES == (os.environ.get("STRATA_Q3K_PLANES", "0") == "1")
+    assert packed_module.Q3K_PLANES == model_info.Q3K_PLANES == (os.environ.get("STRATA_Q3K_PLANES", "1") == "1")
     p = pack(blocks(QT.Q3_K, 3, 512), QT.Q3_K, 512, planes=True)
     assert p.kind == 13 and p.codes.shape == (3, 128) and p.sub.shape == (3, 24) and p.scales.shape == (3, 2)
     assert p.nbytes == 3 * 2 * 114
@@ -175,14 +176,14 @@ def test_q3k_three_bit_planes():
 
 
 def test_q5k_five_bit_planes():
-    """STRATA_Q5K_PLANES=1: Q5_K in 5.625 bits a weight (kind 11): the file's low nibbles (Q4_K's order),
+    """Q5_K planes (default; STRATA_Q5K_PLANES=0: int8 codes): Q5_K in 5.625 bits a weight (kind 11): the file's low nibbles (Q4_K's order),
     d and dmin, and per 64 values its two scales, two minimums and 64 fifth bits in three words; the values
     exact over the packer's row chunks and stacked rows; the GPU memory estimate counts those bytes where on."""
     from types import SimpleNamespace
 
     import engine.model_info as model_info
 
-    assert packed_module.Q5K_PLANES == model_info.Q5K_PLANES == (os.environ.get("STRATA_Q5K_PLANES", "0") == "1")
+    assert packed_module.Q5K_PLANES == model_info.Q5K_PLANES == (os.environ.get("STRATA_Q5K_PLANES", "1") == "1")
     p = pack(blocks(QT.Q5_K, 3, 512), QT.Q5_K, 512, planes=True)
     assert p.kind == 11 and p.codes.shape == (3, 256) and p.sub.dtype == torch.int32 and p.sub.shape == (3, 24)
     assert p.scales.dtype == torch.float16 and p.scales.shape == (3, 2, 2) and p.nbytes == 3 * 2 * 180
@@ -417,3 +418,26 @@ def test_plan_depends_on_the_weight_only(sm):
             bn, s, cps = plan(n, k)
             chunks = -(-k // sm.CHUNK)
             assert bn in (16, 32, 64, 128) and s * cps >= chunks and (s - 1) * cps < chunks, (plan, n, k)
+
+
+def test_effective_configuration_names_each_types_gpu_form(gemma_file, monkeypatch):
+    """The effective configuration's weights line names what GPU stages keep of each quantized type of the
+    model's matrices (the real Gemma 3 270M Q4_K_M: Q4_K, Q5_0, Q6_K and its tied Q8_0 embedding as the
+    head), and follows the flags: Q6_K's int8 codes, a type kept in the GGUF layout, Q4_K's tensor-core order."""
+    from engine.gguf_file import read_gguf
+    from engine.loader import _matrix_types, weights_mode
+
+    types = _matrix_types(read_gguf(gemma_file))
+    assert sorted({t.name for t in types}) == ["Q4_K", "Q5_0", "Q6_K", "Q8_0"]
+    mode = weights_mode(["cuda:0"], torch.bfloat16, types)
+    assert mode.endswith("(Q4_K in 4-bit planes, Q5_0 in int8 planes, Q6_K in 6-bit planes, Q8_0 in int8 planes)")
+    assert "GPU" not in weights_mode(["cpu"], torch.bfloat16, types)
+    monkeypatch.setattr(packed_module, "Q6K_PLANES", False)
+    monkeypatch.setattr(packed_module, "FIT_KEEP", frozenset({"Q5_0"}))
+    monkeypatch.setattr(packed_module, "MMA_Q4K", True)
+    assert weights_mode(["cuda:0"], torch.bfloat16, types).endswith(
+        "(Q4_K in 4-bit planes in the tensor-core order, Q5_0 in the GGUF layout, Q6_K in int8 codes, Q8_0 in int8 planes)")
+    assert [packed_module.gpu_form(t) for t in (QT.Q2_K, QT.Q3_K, QT.Q5_K, QT.IQ2_XS, QT.IQ3_S)] == [
+        "2-bit planes" if packed_module.Q2K_PLANES else "the GGUF layout",
+        "3-bit planes" if packed_module.Q3K_PLANES else "int8 codes",
+        "5-bit planes" if packed_module.Q5K_PLANES else "int8 codes", "the GGUF layout", "int8 planes"]

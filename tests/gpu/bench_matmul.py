@@ -229,6 +229,7 @@ def main() -> int:
                     "(engine.kernels.dp4a_mma) at some weight rows a program and warps")
     ap.add_argument("--sweep-xs", action="store_true", help="also time the decode kernel with 1 and 2 weight rows per x load")
     ap.add_argument("--iq4", action="store_true", help="time IQ4_XS and IQ4_NL on the llama-3-8b shapes instead")
+    ap.add_argument("--types", help="time these types on the llama-3-8b shapes instead (comma-separated, e.g. Q2_K,Q5_K)")
     ap.add_argument("--json")
     ap.add_argument("--no-checks", action="store_true", help="time only (the checks compile every type first)")
     ap.add_argument("--check-types", help="check only these types (comma-separated, e.g. Q4_K)")
@@ -267,6 +268,8 @@ def main() -> int:
     plan = [(QT.Q4_K, "llama-3-8b"), (QT.Q4_1, "smollm2-135m"), (QT.Q8_0, "smollm2-135m")]
     if args.iq4:
         plan = [(QT.IQ4_XS, "llama-3-8b"), (QT.IQ4_NL, "llama-3-8b")]
+    if args.types:
+        plan = [(QT[name], "llama-3-8b") for name in args.types.split(",")]
     for qt, model in plan:
         if args.only and model != args.only:
             continue
