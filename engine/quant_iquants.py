@@ -118,12 +118,15 @@ def decode_iq2_xxs(blocks: torch.Tensor) -> torch.Tensor:
     return (db * grid * ksigns(aux)).reshape(n, QK_K)
 
 
+def _iq2_xs_db(blocks: torch.Tensor, at: int = 66) -> torch.Tensor:
+    """IQ2_XS's (and IQ2_S's, its 4-bit scales at byte 74) scale of each 16 values, (n, 16)."""
+    return f16_field(blocks, 0) * (0.5 + nibbles_interleaved(blocks[:, at:at + 8]).float()) * 0.25
+
+
 def decode_iq2_xs(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
     qs = words(blocks[:, 2:66], 2)                                        # (n, 32): 9-bit grid, 7-bit ksigns
-    sc = nibbles_interleaved(blocks[:, 66:74])                            # (n, 16)
-    db = (d * (0.5 + sc.float()) * 0.25).reshape(n, 16, 1, 1)
+    db = _iq2_xs_db(blocks).reshape(n, 16, 1, 1)
     signs = table("signs", blocks.device)[qs >> 9].reshape(n, 16, 2, 8)
     grid = table("IQ2_XS", blocks.device)[qs & 511].reshape(n, 16, 2, 8)
     return (db * grid * signs).reshape(n, QK_K)
@@ -131,10 +134,8 @@ def decode_iq2_xs(blocks: torch.Tensor) -> torch.Tensor:
 
 def decode_iq2_s(blocks: torch.Tensor) -> torch.Tensor:
     n = blocks.shape[0]
-    d = f16_field(blocks, 0)
-    qs, sg, qh, scales = blocks[:, 2:34], blocks[:, 34:66], blocks[:, 66:74], blocks[:, 74:82]
-    sc = nibbles_interleaved(scales)                                      # (n, 16)
-    db = (d * (0.5 + sc.float()) * 0.25).reshape(n, 16, 1, 1)
+    qs, sg, qh = blocks[:, 2:34], blocks[:, 34:66], blocks[:, 66:74]
+    db = _iq2_xs_db(blocks, 74).reshape(n, 16, 1, 1)
     signs = signs_of(bits8(sg)).reshape(n, 16, 2, 8)
     high = (shifted(qh, 0, 2, 4, 6) & 0x03).reshape(n, 32).long()
     grid = table("IQ2_S", blocks.device)[qs.long() | (high << 8)].reshape(n, 16, 2, 8)
@@ -185,13 +186,20 @@ def decode_iq1_s(blocks: torch.Tensor) -> torch.Tensor:
     return (dl * (grid + delta)).reshape(n, QK_K)
 
 
-def decode_iq1_m(blocks: torch.Tensor) -> torch.Tensor:
+def _iq1_m_dl(blocks: torch.Tensor) -> torch.Tensor:
+    """IQ1_M's scale of each 16 values, (n, 16): d (4 bits in the top of each of its four sub-scale words)
+    times 2 s + 1."""
     n = blocks.shape[0]
-    qs, qh, sc = blocks[:, :32], blocks[:, 32:48], words(blocks[:, 48:56], 2)   # sc (n, 4)
+    sc = words(blocks[:, 48:56], 2)                                       # (n, 4)
     top = sc & 0xF000                                                     # the f16 scale, 4 bits per word
     d = half_from_bits((top[:, 0] >> 12) | (top[:, 1] >> 8) | (top[:, 2] >> 4) | top[:, 3])
-    s = (shifted(sc, 0, 3, 6, 9) & 7).reshape(n, 16)
-    dl = (d * (2 * s + 1).float()).reshape(n, 8, 2, 1, 1)
+    return d * (2 * (shifted(sc, 0, 3, 6, 9) & 7).reshape(n, 16) + 1).float()
+
+
+def decode_iq1_m(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    qs, qh = blocks[:, :32], blocks[:, 32:48]
+    dl = _iq1_m_dl(blocks).reshape(n, 8, 2, 1, 1)
     q2 = (shifted(qh, 0, 4) & 0x0F).reshape(n, 32).long()                 # nibble k of byte i at 2i + k
     delta = (IQ1_DELTA - 2 * IQ1_DELTA * ((q2 >> 3) & 1).float()).reshape(n, 8, 2, 2, 1)
     grid = table("IQ1_M", blocks.device)[qs.long() | ((q2 & 7) << 8)].reshape(n, 8, 2, 2, 8)
@@ -216,6 +224,16 @@ RUN_FACTORS = {
 }
 
 
+# ... and those whose factor is per 16 values (IQ2_XS, IQ2_S: the scale; IQ1_M: its scale / 8, as IQ1_S's)
+RUN16_FACTORS = {
+    QT.IQ2_XS: _iq2_xs_db,
+    QT.IQ2_S: lambda blocks: _iq2_xs_db(blocks, 74),
+    QT.IQ1_M: lambda blocks: _iq1_m_dl(blocks) * IQ1_DELTA,
+}
+
+
 def run_factors(blocks: torch.Tensor, qtype) -> torch.Tensor:
-    """(n blocks, 8) float32: each 32-value run's factor (RUN_FACTORS), as the decoders compute it."""
-    return RUN_FACTORS[QT(qtype)](blocks)
+    """(n blocks, 8) float32: each 32-value run's factor (RUN_FACTORS), as the decoders compute it; (n
+    blocks, 16) for the RUN16_FACTORS types, each 16 values' factor."""
+    qt = QT(qtype)
+    return RUN16_FACTORS[qt](blocks) if qt in RUN16_FACTORS else RUN_FACTORS[qt](blocks)

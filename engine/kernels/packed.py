@@ -63,11 +63,13 @@ from engine.quant_kquants import scale_min_k4
 
 RUN_INT8_TYPES = frozenset({QT.IQ3_S, QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ1_S})     # as Q8_0, float32 scales
 SCALE16_TYPES = frozenset({QT.Q6_K, QT.Q3_K})          # int8 codes, a float32 scale per 16: kind 8
+RUN16_INT8_TYPES = frozenset({QT.IQ2_XS, QT.IQ2_S, QT.IQ1_M})   # the same, the factor per 16 (IQ2_INT8)
 AFFINE_INT8_TYPES = frozenset({QT.Q5_K, QT.Q5_1})     # int8 codes, float32 (d, m) per 32: kind 9
 PACKED_TYPES = frozenset({QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q8_0, QT.Q5_0, QT.IQ4_NL, QT.IQ4_XS}) \
     | RUN_INT8_TYPES | SCALE16_TYPES | AFFINE_INT8_TYPES
 KIND = {QT.Q8_0: 1, QT.Q5_0: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q4_K: 4, QT.IQ4_NL: 5, QT.IQ4_XS: 6,   # the kernels' QTYPE constexpr
-        **{t: 1 for t in RUN_INT8_TYPES}, **{t: 8 for t in SCALE16_TYPES}, **{t: 9 for t in AFFINE_INT8_TYPES}}
+        **{t: 1 for t in RUN_INT8_TYPES}, **{t: 8 for t in SCALE16_TYPES | RUN16_INT8_TYPES},
+        **{t: 9 for t in AFFINE_INT8_TYPES}}
 IQ4_TYPES = frozenset({QT.IQ4_NL, QT.IQ4_XS})
 # IQ4_NL / IQ4_XS repacked on GPU stages (tests/gpu/run_iq4.sh: 2.3x the dense copy's decode on the 8B
 # shape); STRATA_GPU_IQ4=0 keeps a dense bfloat16 copy of them instead, for comparing
@@ -102,6 +104,13 @@ Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "1") == "1"
 # stream 263 -> 447 tok/s, eight 954 -> 1,402, prompt 11,386 -> 12,065; qwen3-30b-a3b one 317 -> 481, four 670 -> 984
 Q3K_PLANES = model_info.Q3K_PLANES
 PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12, QT.Q3_K: 13}
+# IQ2_XS, IQ2_S and IQ1_M as int8 codes under a float32 factor per 16 values (kind 8: 10 bits a weight against
+# the file's 2.3 / 2.5 / 1.75) on the int8 kernels, instead of the GGUF layout and, for expert stacks, the
+# per-expert loop (STRATA_IQ2_INT8=0 keeps that). H100, 2026-12-07 (tests/gpu/run_iq2_int8.sh): llama-3-8b
+# shape IQ2_XS one stream 130 -> 261 tok/s, eight 1,024 -> 1,168, prompt 1,699 -> 11,002, weights 14,081 ->
+# 8,945 MiB; qwen3-30b-a3b IQ2_XS one stream 4.5 -> 313, prompt 110 -> 2,996, weights 8,510 -> 35,977 MiB (a
+# load that does not fit keeps the type in the GGUF layout: FIT_KEEP)
+IQ2_INT8 = model_info.IQ2_INT8
 
 
 @dataclass
@@ -132,7 +141,8 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES) and k % GGML_QUANT_SIZES[qtype][0] == 0 \
+    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES or qtype in RUN16_INT8_TYPES and IQ2_INT8) \
+        and k % GGML_QUANT_SIZES[qtype][0] == 0 \
         and (GPU_IQ4 or qtype not in IQ4_TYPES) and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
 
@@ -145,7 +155,7 @@ def gpu_form(qtype) -> str:
         return "the GGUF layout"
     if qt in PLANE_KINDS and {QT.Q6_K: Q6K_PLANES, QT.Q5_K: Q5K_PLANES, QT.Q3_K: Q3K_PLANES}.get(qt, True):
         return {QT.Q6_K: "6-bit", QT.Q5_K: "5-bit", QT.Q3_K: "3-bit", QT.Q2_K: "2-bit"}[qt] + " planes"
-    if qt in SCALE16_TYPES | AFFINE_INT8_TYPES:
+    if qt in SCALE16_TYPES | AFFINE_INT8_TYPES | RUN16_INT8_TYPES:
         return "int8 codes"
     if qt in RUN_INT8_TYPES or qt in (QT.Q8_0, QT.Q5_0):
         return "int8 planes"
@@ -185,7 +195,7 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | No
         return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
     if qtype == QT.Q5_0:               # Q8_0's planes: the codes q - 16 as int8, d as it is
         return Packed(qtype, n, k, _q5_0_codes(b, n, k), f16(0).contiguous())
-    if qtype in RUN_INT8_TYPES:
+    if qtype in RUN_INT8_TYPES or qtype in RUN16_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
     if qtype in SCALE16_TYPES or qtype in AFFINE_INT8_TYPES:
         return _int8_values(b, qtype, n, k)
@@ -349,29 +359,36 @@ def three_bit_planes(data: torch.Tensor, k: int) -> Packed:
 
 
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
-    """RUN_INT8_TYPES: each run's factor (engine.quant_iquants.run_factors) and its values' integers,
-    read off the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients
-    are whole: checked); a d of 0, inf or NaN then gives back what engine.quant gives too."""
+    """RUN_INT8_TYPES: each 32-value run's factor (engine.quant_iquants.run_factors) and its values'
+    integers (Q8_0's planes with float32 scales, kind 1); RUN16_INT8_TYPES: the same per 16 values (kind
+    8's layout). The integers are read off the values the decoders give with d set to 1 (finite, non-zero
+    factors, so the quotients are whole: checked); a d of 0, inf or NaN then gives back what engine.quant
+    gives too."""
     from engine.quant import dequantize
     from engine.quant_iquants import run_factors
 
     block, size = GGML_QUANT_SIZES[qtype]
+    run = 16 if qtype in RUN16_INT8_TYPES else 32
     codes = torch.empty((n, k), dtype=torch.int8, device=data.device)
-    scales = torch.empty((n, k // 32), dtype=torch.float32, device=data.device)
+    scales = torch.empty((n, k // run), dtype=torch.float32, device=data.device)
     step = max(1, (1 << 22) // k)                 # rows at a time: bounded float32 temporaries
     for a in range(0, n, step):
         rows = data[a:a + step].reshape(-1, size)
         m = rows.shape[0] * block // k
         unit = rows.clone()
-        unit[:, 0], unit[:, 1] = 0x00, 0x3C       # d = 1.0 (float16, little-endian)
-        values = dequantize(unit.reshape(-1), qtype, m * k).reshape(m, k // 32, 32)
-        f = run_factors(unit, qtype).reshape(m, k // 32, 1)
+        if qtype == QT.IQ1_M:                     # d = 1.0: 0x3C00, a nibble in the top of each scale word
+            unit[:, 49:57:2] = unit[:, 49:57:2] & 0x0F | torch.tensor([0x00, 0x00, 0xC0, 0x30], dtype=torch.uint8,
+                                                                        device=unit.device)
+        else:
+            unit[:, 0], unit[:, 1] = 0x00, 0x3C   # d = 1.0 (float16, little-endian)
+        values = dequantize(unit.reshape(-1), qtype, m * k).reshape(m, k // run, run)
+        f = run_factors(unit, qtype).reshape(m, k // run, 1)
         q = values / f
         if not torch.equal(q.round(), q) or not (q.abs() <= 127).all() or not torch.equal(q * f, values):
             raise ValueError(f"{qtype.name} rows {a}..{a + m - 1}: values that are not whole multiples of "
                              f"their runs' scales")
         codes[a:a + m] = q.reshape(m, k).to(torch.int8)
-        scales[a:a + m] = run_factors(rows, qtype).reshape(m, k // 32)
+        scales[a:a + m] = run_factors(rows, qtype).reshape(m, k // run)
     return Packed(qtype, n, k, codes, scales)
 
 

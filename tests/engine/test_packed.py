@@ -70,6 +70,29 @@ def test_run_int8_types_are_q8_planes_with_float32_scales():
         assert p.nbytes == 3 * 512 * 9 // 8 and p.codes.abs().max() > 1
 
 
+@pytest.mark.parametrize("qt", [QT.IQ2_XS, QT.IQ2_S, QT.IQ1_M], ids=lambda t: t.name)
+def test_run16_int8_types_are_int8_codes_with_a_scale_per_16(qt, monkeypatch):
+    """IQ2_XS, IQ2_S and IQ1_M (by default; STRATA_IQ2_INT8=0 leaves them in the GGUF layout) become int8 codes under
+    a float32 factor per 16 values (kind 8, as Q6_K's int8 codes), the values bit for bit engine.quant's
+    for random blocks and random bytes (d of 0, inf, NaN included), over the packer's row chunks; the GPU
+    memory estimate names the same types."""
+    from engine.model_info import RUN16_INT8
+
+    assert {t.name for t in packed_module.RUN16_INT8_TYPES} == RUN16_INT8
+    assert packed_module.IQ2_INT8 == (os.environ.get("STRATA_IQ2_INT8", "1") == "1")
+    monkeypatch.setattr(packed_module, "IQ2_INT8", False)
+    assert not supports(qt, 512) and packed_module.gpu_form(qt) == "the GGUF layout"
+    monkeypatch.setattr(packed_module, "IQ2_INT8", True)
+    assert supports(qt, 512) and not supports(qt, 500) and packed_module.gpu_form(qt) == "int8 codes"
+    p = pack(blocks(qt, 3, 512), qt, 512)
+    assert p.kind == 8 and p.codes.dtype == torch.int8 and p.scales.shape == (3, 32) and p.nbytes == 3 * 512 * 10 // 8
+    assert p.codes.abs().max() > 1
+    noise = torch.randint(0, 256, (7, 2 * GGML_QUANT_SIZES[qt][1]), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
+    n = 2 * (1 << 22) // 512 + 5
+    for data, rows in ((noise, 7), (blocks(qt, n, 512, 4), n)):
+        assert same_bits(unpack(pack(data, qt, 512)), dequantize(data, qt, rows * 512).reshape(rows, 512))
+
+
 def test_q5_0_is_q8_planes():
     """Q5_0 (llama-quantize's type for a Q4_K file's matrices with K not a multiple of 256) becomes Q8_0's
     planes: int8 codes q - 16, the float16 d per 32; the values exact (test_unpack_is_bit_identical_to_
@@ -437,7 +460,8 @@ def test_effective_configuration_names_each_types_gpu_form(gemma_file, monkeypat
     monkeypatch.setattr(packed_module, "MMA_Q4K", True)
     assert weights_mode(["cuda:0"], torch.bfloat16, types).endswith(
         "(Q4_K in 4-bit planes in the tensor-core order, Q5_0 in the GGUF layout, Q6_K in int8 codes, Q8_0 in int8 planes)")
-    assert [packed_module.gpu_form(t) for t in (QT.Q2_K, QT.Q3_K, QT.Q5_K, QT.IQ2_XS, QT.IQ3_S)] == [
+    assert [packed_module.gpu_form(t) for t in (QT.Q2_K, QT.Q3_K, QT.Q5_K, QT.IQ2_S, QT.IQ3_S, QT.TQ1_0)] == [
         "2-bit planes" if packed_module.Q2K_PLANES else "the GGUF layout",
         "3-bit planes" if packed_module.Q3K_PLANES else "int8 codes",
-        "5-bit planes" if packed_module.Q5K_PLANES else "int8 codes", "the GGUF layout", "int8 planes"]
+        "5-bit planes" if packed_module.Q5K_PLANES else "int8 codes",
+        "int8 codes" if packed_module.IQ2_INT8 else "the GGUF layout", "int8 planes", "the GGUF layout"]

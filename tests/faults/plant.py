@@ -627,6 +627,14 @@ FAULTS = [
     Fault("prompt-q5k-planes-fifth-bits", "engine/kernels/stream_matmul.py",
           "((fb >> (t + 4)) & 1)", "((fb >> (t + 2)) & 1)",
           [PK + "test_kernel_reads_the_layout_like_engine_quant[Q5_K-planes]"]),
+    # IQ2_XS / IQ2_S / IQ1_M as int8 codes: IQ1_M's d of 1 written where the other types keep d (its codes'
+    # bytes), IQ2_S's scales read at IQ2_XS's place
+    Fault("packer-iq1m-unit-d", "engine/kernels/packed.py",
+          "        if qtype == QT.IQ1_M:                     # d = 1.0", "        if False:                     # d = 1.0",
+          [PK + "test_run16_int8_types_are_int8_codes_with_a_scale_per_16[IQ1_M]"]),
+    Fault("iq2s-factor-place", "engine/quant_iquants.py",
+          "QT.IQ2_S: lambda blocks: _iq2_xs_db(blocks, 74),", "QT.IQ2_S: lambda blocks: _iq2_xs_db(blocks),",
+          [PK + "test_run16_int8_types_are_int8_codes_with_a_scale_per_16[IQ2_S]"]),
     # the effective configuration's GPU forms: Q2_K's planes named as something else, the FIT_KEEP types not said
     Fault("gpu-form-q2k-planes", "engine/kernels/packed.py",
           "Q3K_PLANES}.get(qt, True):", "Q3K_PLANES}.get(qt, False):",
