@@ -24,6 +24,7 @@ import triton.language as tl
 
 from engine.kernels.iq4 import kvalue, kvalues8
 from engine.kernels.packed import Packed
+from engine.kernels.scale16_chunk import scale16_values
 
 CHUNK = 256
 INTERP = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
@@ -36,6 +37,10 @@ IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "1") == "1")
 # such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,
 # 512-token prompt: 2,899 tok/s at 64, 1,581 at 16
 MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
+# the values of the types with a scale per 16 (kinds 8, 10, 12, 13) built as [BN, 8, 32] with each 32's two
+# scales selected (1: engine.kernels.scale16_chunk), or as [BN, 16, 16] and reshaped (0); the same values.
+# Off until measured on a GPU (tests/gpu/run_prompt_w32.sh)
+PROMPT_W32 = tl.constexpr(os.environ.get("STRATA_PROMPT_W32", "0") == "1")
 
 
 @triton.jit
@@ -65,7 +70,9 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         bok = okn & (c * 8 + g < K // 32)
-        if KIND == 8 or KIND >= 10:                  # (d * sc) per 16 values, times q (- Q2_K's m), as [BN, 16, 16]
+        if (KIND == 8 or KIND >= 10) and PROMPT_W32:
+            w_lo = scale16_values(codes, scales, sub, nn, okn, c, K, KIND)
+        elif KIND == 8 or KIND >= 10:                # (d * sc) per 16 values, times q (- Q2_K's m), as [BN, 16, 16]
             g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the
             j16 = tl.arange(0, 16)[None, None, :]    # pipelined prompt kernel's shared memory overflows)
             ml = 0.0                                 # (Q2_K's minimum: dmin * m per 16 values)

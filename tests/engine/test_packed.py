@@ -353,6 +353,27 @@ def test_prompt_kernels_iq4_values_by_select_tree(sm, qt, monkeypatch):
                        dequantize(data, qt, 20 * k).reshape(20, k))
 
 
+@pytest.mark.parametrize("qt,planes", [(QT.Q6_K, True), (QT.Q6_K, False), (QT.Q3_K, True), (QT.Q2_K, True),
+                                       (QT.IQ2_XS, None)], ids=["Q6_K-planes", "Q6_K", "Q3_K-planes", "Q2_K-planes",
+                                                                "IQ2_XS"])
+def test_prompt_kernels_scale16_values_as_rows_of_32(sm, qt, planes, monkeypatch):
+    """STRATA_PROMPT_W32=1: the types with a scale per 16 (kinds 8, 10, 12, 13) take their prompt values as
+    [BN, 8, 32] (engine.kernels.scale16_chunk) instead of [BN, 16, 16] reshaped: engine.quant's values bit
+    for bit, through the prompt tile's values and the dequantize kernel."""
+    import triton.language as tl
+
+    if DEV == "cuda" and not sm.PROMPT_W32:     # a compiled kernel keeps the globals it was compiled with
+        pytest.skip("on a GPU this runs with STRATA_PROMPT_W32=1")
+    monkeypatch.setattr(sm, "PROMPT_W32", tl.constexpr(True))
+    monkeypatch.setattr(packed_module, "IQ2_INT8", True)
+    data = blocks(qt, 20, 768, 4)
+    p = pack(data.to(DEV), qt, 768, planes=planes)
+    assert p.kind in (8, 10, 12, 13)
+    ref = dequantize(data, qt, 20 * 768).reshape(20, 768)
+    assert torch.equal(sm.unpack_values(p).cpu(), ref)
+    assert torch.equal(sm.dequantize(p, torch.float32).cpu(), ref)
+
+
 def row_7_everywhere(linear, x: torch.Tensor, out: torch.Tensor, placements) -> None:
     """Row 7 of `out` = linear(x) again, among other random rows, in calls of other sizes and places."""
     gen = torch.Generator().manual_seed(5)
