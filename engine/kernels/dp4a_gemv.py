@@ -182,13 +182,17 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
 
 
 @triton.jit
-def _sum_pair(xa, xb, INTERP: tl.constexpr):
-    """The integer sums of two 16-value x vectors (at most 16 * 127 in size each), one in each half of a
-    word."""
+def _x_sums(xa, xb, INTERP: tl.constexpr):
+    """The integer sums of two 16-value x vectors (at most 16 * 127 in size each)."""
     zero = tl.zeros_like(xa)
     one = zero + 0x01010101
-    n0 = tl.sum(_dp4a(one, xa, zero, INTERP), axis=3)
-    n1 = tl.sum(_dp4a(one, xb, zero, INTERP), axis=3)
+    return tl.sum(_dp4a(one, xa, zero, INTERP), axis=3), tl.sum(_dp4a(one, xb, zero, INTERP), axis=3)
+
+
+@triton.jit
+def _sum_pair(xa, xb, INTERP: tl.constexpr):
+    """_x_sums' two sums, one in each half of a word."""
+    n0, n1 = _x_sums(xa, xb, INTERP)
     return (n0 & 0xFFFF) | (n1 << 16)
 
 
@@ -204,9 +208,7 @@ def _q2k_half(va, vb, xa, xb, w, ns, INTERP: tl.constexpr):
         n0 = (ns << 16) >> 16
         n1 = ns >> 16
     else:
-        one = zero + 0x01010101
-        n0 = tl.sum(_dp4a(one, xa, zero, INTERP), axis=3)
-        n1 = tl.sum(_dp4a(one, xb, zero, INTERP), axis=3)
+        n0, n1 = _x_sums(xa, xb, INTERP)
     return (w & 15) * p0 + ((w >> 8) & 15) * p1, ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1
 
 

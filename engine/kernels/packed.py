@@ -104,6 +104,7 @@ Q2K_PLANES = os.environ.get("STRATA_Q2K_PLANES", "1") == "1"
 # stream 263 -> 447 tok/s, eight 954 -> 1,402, prompt 11,386 -> 12,065; qwen3-30b-a3b one 317 -> 481, four 670 -> 984
 Q3K_PLANES = model_info.Q3K_PLANES
 PLANE_KINDS = {QT.Q6_K: 10, QT.Q5_K: 11, QT.Q2_K: 12, QT.Q3_K: 13}
+PLANE_BITS = {QT.Q6_K: 6, QT.Q5_K: 5, QT.Q2_K: 2, QT.Q3_K: 3}             # the planes' bits a code
 # IQ2_XS, IQ2_S and IQ1_M as int8 codes under a float32 factor per 16 values (kind 8: 10 bits a weight against
 # the file's 2.3 / 2.5 / 1.75) on the int8 kernels, instead of the GGUF layout and, for expert stacks, the
 # per-expert loop (STRATA_IQ2_INT8=0 keeps that). H100, 2026-12-07 (tests/gpu/run_iq2_int8.sh): llama-3-8b
@@ -146,6 +147,11 @@ def supports(qtype, k: int) -> bool:
         and (GPU_IQ4 or qtype not in IQ4_TYPES) and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
 
+def _planes_default(qt: QT) -> bool:
+    """Whether a PLANE_KINDS type loads in its planes when pack is not told (Q2_K has no other packed form)."""
+    return {QT.Q6_K: Q6K_PLANES, QT.Q5_K: Q5K_PLANES, QT.Q3_K: Q3K_PLANES, QT.Q2_K: True}[qt]
+
+
 def gpu_form(qtype) -> str:
     """What a GPU stage keeps of a quantized matrix of this type, in the effective configuration's words."""
     qt = QT(qtype)
@@ -153,8 +159,8 @@ def gpu_form(qtype) -> str:
         return "dense bfloat16"
     if not supports(qt, GGML_QUANT_SIZES[qt][0]):
         return "the GGUF layout"
-    if qt in PLANE_KINDS and {QT.Q6_K: Q6K_PLANES, QT.Q5_K: Q5K_PLANES, QT.Q3_K: Q3K_PLANES}.get(qt, True):
-        return {QT.Q6_K: "6-bit", QT.Q5_K: "5-bit", QT.Q3_K: "3-bit", QT.Q2_K: "2-bit"}[qt] + " planes"
+    if qt in PLANE_KINDS and _planes_default(qt):
+        return f"{PLANE_BITS[qt]}-bit planes"
     if qt in SCALE16_TYPES | AFFINE_INT8_TYPES | RUN16_INT8_TYPES:
         return "int8 codes"
     if qt in RUN_INT8_TYPES or qt in (QT.Q8_0, QT.Q5_0):
@@ -179,14 +185,9 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | No
     the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K, Q5_K, Q3_K in bit planes
     (default Q6K_PLANES, Q5K_PLANES, Q3K_PLANES; Q2_K has no other packed form)."""
     qtype = QT(qtype)
-    if qtype == QT.Q6_K and (Q6K_PLANES if planes is None else planes):
-        return six_bit_planes(data, k)
-    if qtype == QT.Q5_K and (Q5K_PLANES if planes is None else planes):
-        return five_bit_planes(data, k)
-    if qtype == QT.Q2_K:
-        return two_bit_planes(data, k)
-    if qtype == QT.Q3_K and (Q3K_PLANES if planes is None else planes):
-        return three_bit_planes(data, k)
+    if qtype in PLANE_KINDS and (qtype == QT.Q2_K or (_planes_default(qtype) if planes is None else planes)):
+        return {QT.Q6_K: six_bit_planes, QT.Q5_K: five_bit_planes, QT.Q2_K: two_bit_planes,
+                QT.Q3_K: three_bit_planes}[qtype](data, k)
     block, size = GGML_QUANT_SIZES[qtype]
     n = data.shape[0]
     b = data.reshape(n, k // block, size)

@@ -637,7 +637,7 @@ FAULTS = [
           [PK + "test_run16_int8_types_are_int8_codes_with_a_scale_per_16[IQ2_S]"]),
     # the effective configuration's GPU forms: Q2_K's planes named as something else, the FIT_KEEP types not said
     Fault("gpu-form-q2k-planes", "engine/kernels/packed.py",
-          "Q3K_PLANES}.get(qt, True):", "Q3K_PLANES}.get(qt, False):",
+          "QT.Q3_K: Q3K_PLANES, QT.Q2_K: True}[qt]", "QT.Q3_K: Q3K_PLANES, QT.Q2_K: False}[qt]",
           [PK + "test_effective_configuration_names_each_types_gpu_form"]),
     Fault("gpu-form-fit-keep", "engine/kernels/packed.py",
           "    if not supports(qt, GGML_QUANT_SIZES[qt][0]):\n        return \"the GGUF layout\"",
