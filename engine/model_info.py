@@ -39,6 +39,9 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
 # GPU stages keep these IQ types as Q8_0's planes with float32 scales, 9 bits per value
 # (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
+# ... or, with STRATA_IQ_TABLES=1, as 4-bit codes into a table of 16 values in IQ4_XS's layout, 4.375 bits
+# (engine.kernels.packed.TABLE_TYPES)
+IQ_TABLES = os.environ.get("STRATA_IQ_TABLES", "0") == "1"
 # GPU stages keep Q6_K in 6-bit planes, the file's bytes (STRATA_Q6K_PLANES=1), or as int8 codes
 # (engine.kernels.packed.Q6K_PLANES takes this value)
 Q6K_PLANES = os.environ.get("STRATA_Q6K_PLANES", "1") == "1"
@@ -51,10 +54,10 @@ Q3K_PLANES = os.environ.get("STRATA_Q3K_PLANES", "1") == "1"
 RUN16_INT8 = frozenset({"IQ2_XS", "IQ2_S", "IQ1_M"})
 IQ2_INT8 = os.environ.get("STRATA_IQ2_INT8", "1") == "1"
 # Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a
-# fraction: RUN_INT8's planes, Q5_0 as Q8_0's (8.5 bits), Q6_K, Q3_K, Q5_K, Q5_1 and RUN16_INT8 as int8 codes
+# fraction: RUN_INT8's planes or table codes, Q5_0 as Q8_0's (8.5 bits), Q6_K, Q3_K, Q5_K, Q5_1 and RUN16_INT8 as int8 codes
 # with two float32 scales per 32 values (10 bits), Q5_K's and Q3_K's planes (Q6_K's and Q2_K's are the file's
 # bytes)
-GPU_BYTES_PER_VALUE = {**{name: (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
+GPU_BYTES_PER_VALUE = {**{name: (35, 64) if IQ_TABLES else (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
                        **{name: (5, 4) for name in ("Q5_1",) + (() if Q6K_PLANES else ("Q6_K",))},
                        "Q5_K": (45, 64) if Q5K_PLANES else (5, 4), "Q3_K": (57, 128) if Q3K_PLANES else (5, 4),
                        **{name: (5, 4) for name in (RUN16_INT8 if IQ2_INT8 else ())}}

@@ -353,15 +353,17 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr):
+def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, INTERP: tl.constexpr,
+              TAB: tl.constexpr = 0):
     """A step's IQ4 codes -> their int8 values (ca: values 0..15 of the first run, cb: 16..31; IQ4_XS's
     second run's in mn_lo, mn_hi: it has no minimums), once per step, not per x row; the bit planes (kinds
     10-13) -> their 64 int8 values (ca, cb, mn_lo, mn_hi: 16 each) and, Q6_K's and Q3_K's, the four scales
     d * sc (dd, dmin, sc_lo, sc_hi), Q5_K's d * sc (dd, dmin) and dmin * m (sc_lo, sc_hi), all exact in
-    float32 (Q2_K's scale word stays whole: _dot_unit takes its nibbles as integers); other kinds as they are."""
+    float32 (Q2_K's scale word stays whole: _dot_unit takes its nibbles as integers); other kinds as they are.
+    TAB: the table kind 6's codes index (engine.kernels.iq4.TABLE_VALUES: IQ4_XS's, or a grid i-quant's)."""
     if KIND == 6:
-        mn_lo, mn_hi = kvalues8(cb, INTERP)
-        ca, cb = kvalues8(ca, INTERP)
+        mn_lo, mn_hi = kvalues8(cb, INTERP, TAB)
+        ca, cb = kvalues8(ca, INTERP, TAB)
     elif KIND == 5:
         ca, cb = kvalues8(ca, INTERP)
     elif KIND == 10 or KIND == 13:
@@ -459,7 +461,7 @@ def _store_row(acc, i, r0, M, part, stride_pm, n_raw, N, ORD: tl.constexpr):
 @triton.jit
 def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND: tl.constexpr,
           BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr, INTERP: tl.constexpr, RB: tl.constexpr,
-          XS: tl.constexpr, PF: tl.constexpr = False, ORD: tl.constexpr = 0):
+          XS: tl.constexpr, PF: tl.constexpr = False, ORD: tl.constexpr = 0, TAB: tl.constexpr = 0):
     """Rows r0 .. r0 + RB - 1 (those < M) times weight rows n_raw (and n_raw + BN, XS == 2), stored to part.
 
     A thread's unit: Q4_K 32 bytes (one 64-value group: two sub-blocks, low and high nibbles), IQ4_XS 32
@@ -552,10 +554,10 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
                     cp_b, sp_b, gp_b, wok3[:, :, :, None], wok3, KIND, INTERP)
         # (the codes looked up after the next step's loads are issued)
         ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi = _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND,
-                                                                 INTERP)
+                                                                 INTERP, TAB)
         if XS == 2:
             ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = _w_values(
-                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, KIND, INTERP)
+                ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b, KIND, INTERP, TAB)
         else:
             ca_b, cb_b, dd_b, dmin_b, sc_lo_b, sc_hi_b, mn_lo_b, mn_hi_b = ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi
         a0, a1, a2, a3, b0, b1, b2, b3 = _quad(
@@ -620,7 +622,7 @@ def _store_quad(a0, a1, a2, a3, b0, b1, b2, b3, I0: tl.constexpr, r0, M, part, s
 def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_pm, row_c, row_s, row_g, cap,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
                  INTERP: tl.constexpr, RB: tl.constexpr, XS: tl.constexpr, PF: tl.constexpr, PDL: tl.constexpr,
-                 ORD: tl.constexpr):
+                 ORD: tl.constexpr, TAB: tl.constexpr):
     """BN * XS weight rows a program: n_raw, then (XS == 2) n_raw + BN. PDL: the first cap bytes of the
     program's weight rows (row_c, row_s, row_g bytes a row in codes, scales, sub) go to L2 while the kernel
     before finishes (engine.kernels.pdl); every read of x, the row count and every store come after the wait."""
@@ -636,7 +638,7 @@ def _dp4a_kernel(xq, xds, nreal_ptr, T, codes, scales, sub, part, N, K, stride_p
     M = tl.minimum(tl.load(nreal_ptr), T)
     for r in range(0, M, RB):       # RB rows per pass, every row by the same code
         _pass(r, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND, BN, L, EVEN, INTERP, RB, XS, PF,
-              ORD)
+              ORD, TAB)
     zero = tl.zeros((BN * XS,), dtype=tl.float32)
     n_all = tl.program_id(0) * (BN * XS) + tl.arange(0, BN * XS)
     for r in range(M, T):
@@ -727,7 +729,7 @@ def matmul_parts(x: torch.Tensor, w: Packed, n_real: torch.Tensor, xq=None, warp
         xq.view(torch.int32), xds, n_real, t, words, w.scales, w.sub if w.sub is not None else w.scales, part,
         w.n, w.k, part.stride(1), *_row_bytes(w), pdl.PREFETCH, KIND=w.kind, BN=bn, L=lanes,
         EVEN=(w.k // unit_values(w.kind)) % lanes == 0, INTERP=INTERPRET, RB=rb, XS=xs, PF=pf,
-        num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, **NO_FUSION, **pdl.launch(x.device))
+        num_warps=warps, ORD=lane_order(w) if INTERPRET else 0, TAB=w.table, **NO_FUSION, **pdl.launch(x.device))
     return part, 1
 
 

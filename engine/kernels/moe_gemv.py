@@ -51,7 +51,7 @@ def expert_planes(in_b, first, codes_a, scales_a, sub_a, codes_b, scales_b, sub_
 def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: tl.constexpr,
                  codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE, part, K, stride_pm, cw, sw, bw,
                  KIND: tl.constexpr, BN: tl.constexpr, L: tl.constexpr, EVEN: tl.constexpr,
-                 INTERP: tl.constexpr, XS: tl.constexpr, PDL: tl.constexpr):
+                 INTERP: tl.constexpr, XS: tl.constexpr, PDL: tl.constexpr, TAB: tl.constexpr):
     """Program (i, pair): weight rows [W i, W i + W) (W = BN * XS: XS weight rows per x load) of stack a
     (i < NPA) or of stack b (the rest) for pair = r * TOPK + j, expert sel[r, j], stored at part[pair, col]
     (b's columns after a's NE)."""
@@ -71,7 +71,7 @@ def _pair_kernel(xq, xds, PER_PAIR: tl.constexpr, nreal_ptr, T, sel_ptr, TOPK: t
         else:
             row = r.to(tl.int64)
         _pass(0, 1, xq + row * (K // 4), xds + row * (K // 32) * 2, codes, scales, sub, out, n_loc, NE, K,
-              stride_pm, KIND, BN, L, EVEN, INTERP, 1, XS)
+              stride_pm, KIND, BN, L, EVEN, INTERP, 1, XS, False, 0, TAB)
     else:
         n_all = (i - tl.where(in_b, NPA, 0)) * (BN * XS) + tl.arange(0, BN * XS)
         tl.store(out + n_all, tl.zeros((BN * XS,), dtype=tl.float32), mask=n_all < NE)
@@ -212,8 +212,8 @@ def _pairs(xq, per_pair: bool, n_real, t: int, sel: torch.Tensor, a, b, ne: int,
     return _pair_kernel[(npa * (2 if b is not None else 1), t * topk)](
         xq[0].view(torch.int32), xq[1], per_pair, n_real, t, sel, topk, ca, sa, ba, cb, sb, bb, npa, ne, part, k,
         part.stride(0), cw, sw, bw, KIND=a.kind, BN=bn, L=lanes,
-        EVEN=(k // dp4a_gemv.unit_values(a.kind)) % lanes == 0, INTERP=INTERPRET, XS=xs, num_warps=warps, **NO_FUSION,
-        **pdl.launch(part.device))
+        EVEN=(k // dp4a_gemv.unit_values(a.kind)) % lanes == 0, INTERP=INTERPRET, XS=xs, TAB=a.table, num_warps=warps,
+        **NO_FUSION, **pdl.launch(part.device))
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None, xq=None,

@@ -59,7 +59,7 @@ def block_rows(b, i, order_ptr, blk_first_ptr, blk_rows_ptr, NPA, PER_PAIR: tl.c
 def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_ptr, blk_e_ptr,
                   blk_first_ptr, blk_rows_ptr, E, codes_a, scales_a, sub_a, codes_b, scales_b, sub_b, NPA, NE,
                   part, stride_pm, K, cw, sw, bw, KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr,
-                  BM: tl.constexpr):
+                  BM: tl.constexpr, TAB: tl.constexpr):
     b = tl.program_id(0)
     i = tl.program_id(1)
     e = tl.load(blk_e_ptr + b)
@@ -71,7 +71,7 @@ def _group_kernel(x_ptr, stride_xm, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, 
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for c in range(0, tl.cdiv(K, 256)):
             acc = _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K,
-                             KIND, BN, IEEE)
+                             KIND, BN, IEEE, TAB)
         col = n + tl.where(in_b, NE, 0)
         out = part + pair.to(tl.int64)[:, None] * stride_pm + col[None, :]
         tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
@@ -122,7 +122,7 @@ def _grouped(x: torch.Tensor, per_pair: bool, topk: int, tab, n_experts: int, a,
     stages = STAGES if stages < 0 else stages
     return _group_kernel[grid](
         x, x.stride(0), per_pair, topk, *args, KIND=a.kind, BN=bn, IEEE=x.dtype == torch.float32, BM=bm or GROUP_BM,
-        num_warps=warps or WARPS, **({"num_stages": stages} if stages else {}))
+        TAB=a.table, num_warps=warps or WARPS, **({"num_stages": stages} if stages else {}))
 
 
 def routed(w: torch.Tensor, sel: torch.Tensor, lw, h: torch.Tensor, n_real=None,

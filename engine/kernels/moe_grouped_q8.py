@@ -133,8 +133,9 @@ def _q8_group_kernel(xq, xds, PER_PAIR: tl.constexpr, TOPK: tl.constexpr, order_
 
 
 def supports(lw) -> bool:
-    """Whether a block's three expert stacks are of kinds this kernel reads (all repacked)."""
-    return all(s.packed is not None and s.packed.kind in KINDS and s.packed.k % 32 == 0
+    """Whether a block's three expert stacks are of kinds this kernel reads (all repacked; kind 6 with IQ4's
+    table only: its lookup is IQ4's)."""
+    return all(s.packed is not None and s.packed.kind in KINDS and s.packed.k % 32 == 0 and not s.packed.table
                for s in (lw.gate_exps, lw.up_exps, lw.down_exps))
 
 

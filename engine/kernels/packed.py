@@ -112,6 +112,14 @@ PLANE_BITS = {QT.Q6_K: 6, QT.Q5_K: 5, QT.Q2_K: 2, QT.Q3_K: 3}             # the 
 # 8,945 MiB; qwen3-30b-a3b IQ2_XS one stream 4.5 -> 313, prompt 110 -> 2,996, weights 8,510 -> 35,977 MiB (a
 # load that does not fit keeps the type in the GGUF layout: FIT_KEEP)
 IQ2_INT8 = model_info.IQ2_INT8
+# IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S in IQ4_XS's layout (kind 6), their codes indexing a table of 16 values
+# (engine.kernels.iq4.TABLE_VALUES[TABLE_TYPES[t]]: each grid value with its sign; IQ1_S's 8 g +- 1): every
+# value is d * TABLE_D (float32, exact) times an odd integer per 32 values (sub) times a table value, all
+# exact, so the same values bit for bit at 4.375 bits a weight instead of the int8 planes' 9
+# (STRATA_IQ_TABLES=1; off until measured on a GPU: tests/gpu/run_iq_tables.sh)
+IQ_TABLES = model_info.IQ_TABLES
+TABLE_TYPES = {QT.IQ3_XXS: 1, QT.IQ3_S: 2, QT.IQ2_XXS: 3, QT.IQ1_S: 4}
+TABLE_D = {QT.IQ3_XXS: 0.25, QT.IQ3_S: 1.0, QT.IQ2_XXS: 0.125, QT.IQ1_S: 0.125}
 
 
 @dataclass
@@ -124,10 +132,11 @@ class Packed:
     sub: torch.Tensor | None = None
     mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
     planes: bool = False               # Q6_K, Q5_K, Q2_K or Q3_K in bit planes (kinds 10-13: PLANE_KINDS)
+    table: int = 0                     # TABLE_TYPES' codes into iq4.TABLE_VALUES[table] in kind 6's layout
 
     @property
     def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10..13: the bit planes
-        return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else KIND[self.qtype]
+        return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else 6 if self.table else KIND[self.qtype]
 
     @property
     def nbytes(self) -> int:
@@ -138,7 +147,8 @@ class Packed:
         if self.mma and (a % 16 or b % 16):
             raise ValueError(f"rows {a}..{b} of a tensor-core ordered Q4_K matrix: ranges go in steps of 16")
         sub = self.sub[a:b] if self.sub is not None else None
-        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub, self.mma, self.planes)
+        return Packed(self.qtype, b - a, self.k, self.codes[a:b], self.scales[a:b], sub, self.mma, self.planes,
+                      self.table)
 
 
 def supports(qtype, k: int) -> bool:
@@ -163,6 +173,8 @@ def gpu_form(qtype) -> str:
         return f"{PLANE_BITS[qt]}-bit planes"
     if qt in SCALE16_TYPES | AFFINE_INT8_TYPES | RUN16_INT8_TYPES:
         return "int8 codes"
+    if qt in TABLE_TYPES and IQ_TABLES:
+        return "4-bit table codes"
     if qt in RUN_INT8_TYPES or qt in (QT.Q8_0, QT.Q5_0):
         return "int8 planes"
     return "4-bit planes" + (" in the tensor-core order" if qt == QT.Q4_K and MMA_Q4K else "")
@@ -183,7 +195,8 @@ def mma_order(codes: torch.Tensor, k: int, inverse: bool = False) -> torch.Tenso
 def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | None = None) -> Packed:
     """GGUF bytes [N, row_bytes] uint8 (any device) -> the planes, on the same device. mma: Q4_K codes in
     the tensor-core decode kernel's order (N a multiple of 16); planes: Q6_K, Q5_K, Q3_K in bit planes
-    (default Q6K_PLANES, Q5K_PLANES, Q3K_PLANES; Q2_K has no other packed form)."""
+    (default Q6K_PLANES, Q5K_PLANES, Q3K_PLANES; Q2_K has no other packed form), the TABLE_TYPES in their
+    table codes (default IQ_TABLES)."""
     qtype = QT(qtype)
     if qtype in PLANE_KINDS and (qtype == QT.Q2_K or (_planes_default(qtype) if planes is None else planes)):
         return {QT.Q6_K: six_bit_planes, QT.Q5_K: five_bit_planes, QT.Q2_K: two_bit_planes,
@@ -196,6 +209,8 @@ def pack(data: torch.Tensor, qtype, k: int, mma: bool = False, planes: bool | No
         return Packed(qtype, n, k, b[..., 2:].contiguous().view(torch.int8).reshape(n, k), f16(0).contiguous())
     if qtype == QT.Q5_0:               # Q8_0's planes: the codes q - 16 as int8, d as it is
         return Packed(qtype, n, k, _q5_0_codes(b, n, k), f16(0).contiguous())
+    if qtype in TABLE_TYPES and (IQ_TABLES if planes is None else planes):
+        return _table_codes(data, qtype, n, k)
     if qtype in RUN_INT8_TYPES or qtype in RUN16_INT8_TYPES:
         return _run_int8(data, qtype, n, k)
     if qtype in SCALE16_TYPES or qtype in AFFINE_INT8_TYPES:
@@ -393,14 +408,43 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     return Packed(qtype, n, k, codes, scales)
 
 
+def _table_codes(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
+    """TABLE_TYPES -> kind 6 (IQ4_XS's layout): each value's index into iq4.TABLE_VALUES[TABLE_TYPES[qtype]]
+    as 4-bit codes in `iq4_words`' order, d * TABLE_D per 256 values (float32) in `scales`, and each 32-value
+    run's odd integer scale (its factor over that d, engine.quant_iquants.run_factors) as int8 in `sub`.
+    The integer values are _run_int8's (checked whole there); one outside the table is an error."""
+    from engine.kernels.iq4 import TABLE_VALUES
+    from engine.quant_iquants import run_factors
+
+    tab = TABLE_TYPES[qtype]
+    q = _run_int8(data, qtype, n, k).codes                      # [N, K] int8: the values over their factors
+    lut = torch.full((256,), -1, dtype=torch.int16, device=data.device)
+    for i, v in enumerate(TABLE_VALUES[tab]):
+        if lut[v & 0xFF] < 0:
+            lut[v & 0xFF] = i
+    c = lut[q.view(torch.uint8).long()]
+    if (c < 0).any():
+        raise ValueError(f"{qtype.name}: a value outside its table {TABLE_VALUES[tab]}")
+    c = c.to(torch.uint8).reshape(n, k // 32, 2, 16)
+    codes = iq4_words((c[:, :, 0] | c[:, :, 1] << 4).reshape(n, k // 2))
+    _, size = GGML_QUANT_SIZES[qtype]
+    rows = data.reshape(-1, size)
+    unit = rows.clone()
+    unit[:, 0], unit[:, 1] = 0x00, 0x3C                         # d = 1.0: the factors are the scales times TABLE_D
+    sub = (run_factors(unit, qtype) / TABLE_D[qtype]).to(torch.int8).reshape(n, k // 32)
+    d = rows[:, 0:2].contiguous().view(torch.float16).float() * TABLE_D[qtype]
+    return Packed(qtype, n, k, codes, d.reshape(n, k // 256).contiguous(), sub.reshape(n, k // 256, 8).contiguous(),
+                  table=tab)
+
+
 def cat(parts: list[Packed]) -> Packed:
     """Weights with the same type and K stacked along N (q|k|v, gate|up): one launch reads them all."""
     p0 = parts[0]
-    if any(p.qtype != p0.qtype or p.k != p0.k or p.kind != p0.kind for p in parts):
+    if any(p.qtype != p0.qtype or p.k != p0.k or p.kind != p0.kind or p.table != p0.table for p in parts):
         raise ValueError("stacked weights need the same type, K and code order")
     sub = torch.cat([p.sub for p in parts]) if p0.sub is not None else None
     return Packed(p0.qtype, sum(p.n for p in parts), p0.k, torch.cat([p.codes for p in parts]),
-                  torch.cat([p.scales for p in parts]), sub, p0.mma, p0.planes)
+                  torch.cat([p.scales for p in parts]), sub, p0.mma, p0.planes, p0.table)
 
 
 def iq4_words(codes: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -473,10 +517,10 @@ def unpack(p: Packed) -> torch.Tensor:
     if p.kind == 9:                               # Q5_K, Q5_1: d * q + m per 32
         d, m = p.scales.unbind(-1)
         return (d[..., None] * p.codes.reshape(n, k // 32, 32).float() + m[..., None]).reshape(n, k)
-    if p.qtype in IQ4_TYPES:
-        from engine.quant_iquants import table
+    if p.qtype in IQ4_TYPES or p.table:
+        from engine.kernels.iq4 import TABLE_VALUES
 
-        kv = table("kvalues", p.codes.device)
+        kv = torch.tensor(TABLE_VALUES[p.table], dtype=torch.float32, device=p.codes.device)
         q = _nibbles(iq4_words(p.codes, inverse=True), 16)
         if p.qtype == QT.IQ4_NL:
             q = q.reshape(n, k // 32, 32).long()

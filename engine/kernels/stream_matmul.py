@@ -57,11 +57,12 @@ def _q4k_values(scales, sub, sb, g, ok, lo, hi):
 
 
 @triton.jit
-def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
+def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: tl.constexpr = 0):
     """Weight rows n's values in 256-value chunk c, float32 with engine.quant's formulas: Q8_0 w [BN, 8, 32]
     (value c*256 + 32 g + j); 4-bit types (w_lo, w_hi) [BN, NG, G], byte j of group g's low nibble
     the value c*256 + 2 G g + j and its high nibble that + G (GGUF's order; the IQ4 types' words are read
-    whole and their nibbles put in that order). Masked rows and values past K read as zeros."""
+    whole and their nibbles put in that order; TAB: the table kind 6's codes index, iq4.TABLE_VALUES). Masked
+    rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
     if KIND == 1 or (KIND >= 8 and KIND != 11):     # values as [BN, 8, 32]: int8 codes, the planes but Q5_K's
@@ -162,14 +163,15 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
             wd = tl.load(words + nn * (K // 8) + c * 32 + g * 4 + w4, mask=okn & (c * 128 + g * G + 4 * w4 < K // 2),
                          other=0)
             if IQ4_PRMT:        # four codes' int8 values a word by byte permutes (kvalues8), then each byte
-                va, vb = kvalues8(wd, INTERP)
+                va, vb = kvalues8(wd, INTERP, TAB)
                 sh8 = 24 - 8 * tl.arange(0, 4)[None, None, None, :]
                 v_lo = tl.reshape((va[:, :, :, None] << sh8) >> 24, (n.shape[0], NG, G)).to(tl.float32)
                 v_hi = tl.reshape((vb[:, :, :, None] << sh8) >> 24, (n.shape[0], NG, G)).to(tl.float32)
             else:               # each code by a tree of selects
                 sh = 4 * tl.arange(0, 4)[None, None, None, :]
-                v_lo = kvalue(tl.reshape((wd[:, :, :, None] >> sh) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
-                v_hi = kvalue(tl.reshape((wd[:, :, :, None] >> (sh + 16)) & 0xF, (n.shape[0], NG, G))).to(tl.float32)
+                v_lo = kvalue(tl.reshape((wd[:, :, :, None] >> sh) & 0xF, (n.shape[0], NG, G)), TAB).to(tl.float32)
+                v_hi = kvalue(tl.reshape((wd[:, :, :, None] >> (sh + 16)) & 0xF, (n.shape[0], NG, G)),
+                               TAB).to(tl.float32)
             if KIND == 5:
                 blk = nn * (K // 32) + c * 8 + g
                 d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
@@ -196,9 +198,9 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr):
 
 @triton.jit
 def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K,
-               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr):
+               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr, TAB: tl.constexpr = 0):
     """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
-    w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
+    w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND, TAB)
     if KIND == 1 or (KIND >= 8 and KIND != 11):
         w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
@@ -232,7 +234,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
 
 
 @triton.jit
-def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: tl.constexpr):
+def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: tl.constexpr, TAB: tl.constexpr):
     """Program (j, c): weight rows j*BN.. of chunk c written to out [N, K] in out's dtype."""
     c = tl.program_id(1)
     if KIND == 7:       # Q4_K in the tensor-core order (BN 16): the rows' super-block is one run of 2048 bytes,
@@ -252,7 +254,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
     else:
         n = tl.program_id(0) * BN + tl.arange(0, BN)
         n_ok = n < N
-        w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND)
+        w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND, TAB)
         nn = n.to(tl.int64)[:, None, None]
         if KIND == 1 or (KIND >= 8 and KIND != 11):
             g = tl.arange(0, 8)[None, :, None]
@@ -275,7 +277,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
 
 @triton.jit
 def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_ps, stride_pm, CPS,
-               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr):
+               KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr, BM: tl.constexpr, TAB: tl.constexpr):
     """Program (i, j, s): rows i*BM.., weight rows j*BN.., chunks [s*CPS, s*CPS + CPS) in order."""
     m = tl.program_id(0) * BM + tl.arange(0, BM)
     n = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -286,7 +288,7 @@ def _mm_kernel(x_ptr, codes, scales, sub, part_ptr, M, N, K, stride_xm, stride_p
     c_hi = tl.minimum(s * CPS + CPS, tl.cdiv(K, 256))
     for c in range(s * CPS, c_hi):
         acc = _chunk_dot(acc, x_ptr, stride_xm, m.to(tl.int64), m_ok, codes, scales, sub, n, n_ok, c, K,
-                         KIND, BN, IEEE)
+                         KIND, BN, IEEE, TAB)
     out = part_ptr + s * stride_ps + m.to(tl.int64)[:, None] * stride_pm + n[None, :]
     tl.store(out, acc, mask=m_ok[:, None] & n_ok[None, :])
 
@@ -493,7 +495,8 @@ def dequantize(w: Packed, dtype) -> torch.Tensor:
     out = torch.empty((w.n, w.k), dtype=dtype, device=w.codes.device)
     bn = 16
     _dequant_kernel[(triton.cdiv(w.n, bn), triton.cdiv(w.k, CHUNK))](
-        w.codes, w.scales, w.sub if w.sub is not None else w.scales, out, w.n, w.k, KIND=w.kind, BN=bn, num_warps=4)
+        w.codes, w.scales, w.sub if w.sub is not None else w.scales, out, w.n, w.k, KIND=w.kind, BN=bn, TAB=w.table,
+        num_warps=4)
     return out
 
 
@@ -532,7 +535,7 @@ def launch(x: torch.Tensor, w: Packed, part: torch.Tensor, bn: int, s: int, cps:
     grid = (triton.cdiv(x.shape[0], MMA_BM), triton.cdiv(w.n, bn), s)
     _mm_kernel[grid](x, w.codes, w.scales, w.sub if w.sub is not None else w.scales, part, x.shape[0], w.n, w.k,
                      x.stride(0), part.stride(0), part.stride(1), cps, KIND=w.kind, BN=bn,
-                     IEEE=x.dtype == torch.float32, BM=MMA_BM, num_warps=warps, num_stages=stages)
+                     IEEE=x.dtype == torch.float32, BM=MMA_BM, TAB=w.table, num_warps=warps, num_stages=stages)
 
 
 def sum_parts(part: torch.Tensor, s: int) -> torch.Tensor:

@@ -1,12 +1,13 @@
 """The PTX of engine.kernels.iq4.kvalues8, run instruction by instruction on every half word of codes.
 
-On the GPU the IQ4 codes become their int8 values through three `prmt` byte permutes (the Triton
-interpreter, and so every other CPU test, takes the `kvalue` branch instead). This test reads the asm
-string out of the module's source, executes it with the PTX semantics of the five instructions it uses
-(`prmt.b32` in its default mode: four 4-bit selectors in the low 16 bits, bit 3 asks for sign fill), and
-compares the result with the IQ4_NL table for all 65,536 four-code halves in either half of the word
-(the other half a different code each time). A selector that keeps the codes' bit 3 (sign fill) or
-takes the wrong half fails here.
+On the GPU the 4-bit codes become their int8 values through three `prmt` byte permutes over the table's
+four words (the Triton interpreter, and so every other CPU test, takes the `kvalue` branch instead). This
+test reads the asm string and each table's four words out of the module's source, executes the asm with
+the PTX semantics of the five instructions it uses (`prmt.b32` in its default mode: four 4-bit selectors in
+the low 16 bits, bit 3 asks for sign fill), and compares the result with each table (IQ4_NL's and the grid
+i-quants' value sets) for all 65,536 four-code halves in either half of the word (the other half a
+different code each time). A selector that keeps the codes' bit 3 (sign fill), takes the wrong half or a
+table word out of place fails here.
 """
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ def kvalues8_ptx() -> str:
     raise AssertionError("no inline_asm_elementwise in engine.kernels.iq4")
 
 
+def table_registers() -> list[tuple[int, ...]]:
+    """The four words kvalues8 hands the asm for each TAB, in the order of its branches."""
+    out = []
+    for node in ast.walk(ast.parse(inspect.getsource(iq4.kvalues8.fn))):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) \
+                and [t.id for t in node.targets[0].elts] == ["t0", "t1", "t2", "t3"]:
+            out.append(tuple(ast.literal_eval(e) for e in node.value.elts))
+    return out
+
+
 def prmt(a: int, b: int, c: int) -> int:
     src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
     out = 0
@@ -41,8 +52,8 @@ def prmt(a: int, b: int, c: int) -> int:
     return out
 
 
-def run_ptx(asm: str, x: int) -> tuple[int, int]:
-    regs = {"$2": x}
+def run_ptx(asm: str, x: int, table: tuple[int, ...]) -> tuple[int, int]:
+    regs = {"$2": x, **{f"${3 + i}": t & MASK for i, t in enumerate(table)}}
     val = lambda t: int(t, 0) if t[0].isdigit() else regs[t]  # noqa: E731
     body = asm.strip().strip("{}")
     for stmt in filter(None, (s.strip() for s in body.split(";"))):
@@ -67,15 +78,19 @@ def run_ptx(asm: str, x: int) -> tuple[int, int]:
     return regs["$0"], regs["$1"]
 
 
-def test_kvalues8_ptx_matches_the_iq4_table_on_every_half_word():
+def test_kvalues8_ptx_matches_each_table_on_every_half_word():
     asm = kvalues8_ptx()
     assert re.search(r"prmt\.b32", asm)
-    table = [int(v) for v in IQ4_NL.kvalues]
-    assert [b - 256 * (b > 127) for w in iq4.WORDS for b in w.to_bytes(4, "little")] == table
+    assert list(iq4.TABLE_VALUES[0]) == [int(v) for v in IQ4_NL.kvalues]
+    assert [b - 256 * (b > 127) for w in iq4.WORDS for b in w.to_bytes(4, "little")] == list(iq4.TABLE_VALUES[0])
+    registers = table_registers()
+    assert registers == [iq4.words(t) for t in range(len(iq4.TABLE_VALUES))]
     values = lambda w: [b - 256 * (b > 127) for b in w.to_bytes(4, "little")]  # noqa: E731
-    for codes in itertools.product(range(16), repeat=4):
-        half = sum(c << (4 * i) for i, c in enumerate(codes))
-        other = (half * 40503 + 12345) & 0xFFFF          # a bijection: the other half sees every value too
-        lo, hi = run_ptx(asm, half | other << 16)
-        assert values(lo) == [table[c] for c in codes], codes
-        assert values(hi) == [table[(other >> (4 * i)) & 15] for i in range(4)], codes
+    for tab, words in enumerate(registers):
+        table = iq4.TABLE_VALUES[tab]
+        for codes in itertools.product(range(16), repeat=4):
+            half = sum(c << (4 * i) for i, c in enumerate(codes))
+            other = (half * 40503 + 12345) & 0xFFFF          # a bijection: the other half sees every value too
+            lo, hi = run_ptx(asm, half | other << 16, words)
+            assert values(lo) == [table[c] for c in codes], (tab, codes)
+            assert values(hi) == [table[(other >> (4 * i)) & 15] for i in range(4)], (tab, codes)

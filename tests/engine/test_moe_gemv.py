@@ -37,6 +37,15 @@ def experts(qt, down=None) -> SimpleNamespace:
                            down_exps=stack(down or qt, D, F, 3))
 
 
+def packed_kind(qt, own_bits: bool) -> int:
+    """The kind a stack of this type packs to with the planes and table codes on (own_bits) or off."""
+    import engine.kernels.packed as packed
+
+    if own_bits and qt in packed.TABLE_TYPES:
+        return 6
+    return packed.PLANE_KINDS[qt] if own_bits else packed.KIND[qt]
+
+
 def tile_inputs(t: int, seed: int):
     """A tile's rows h [t, D], their experts sel [t, TOPK] (distinct, random order) and weights w."""
     gen = torch.Generator().manual_seed(seed)
@@ -70,7 +79,7 @@ def reference(dg, fused, lw, h, w, sel, n):
     for qt, down, planes in [(QT.Q4_K, None, False), (QT.Q8_0, None, False), (QT.Q4_0, None, False),
                              (QT.IQ4_XS, None, False), (QT.Q4_K, QT.Q5_0, False), (QT.Q4_K, QT.Q6_K, False),
                              (QT.Q5_K, QT.Q5_1, False), (QT.Q4_K, QT.Q6_K, True), (QT.Q5_K, None, True),
-                             (QT.Q2_K, QT.Q3_K, True)]])
+                             (QT.Q2_K, QT.Q3_K, True), (QT.IQ3_S, QT.IQ2_XXS, True), (QT.IQ3_XXS, QT.IQ1_S, True)]])
 def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
@@ -81,10 +90,10 @@ def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypa
     monkeypatch.setattr(packed, "Q5K_PLANES", planes)           # Q5_K's in 5-bit planes (kind 11)
     monkeypatch.setattr(packed, "Q2K_PLANES", planes)           # Q2_K's in 2-bit planes (kind 12)
     monkeypatch.setattr(packed, "Q3K_PLANES", planes)           # Q3_K's in 3-bit planes (kind 13)
+    monkeypatch.setattr(packed, "IQ_TABLES", planes)            # the grid i-quants' table codes (kind 6)
 
     lw = experts(qt, down)
-    assert mg.supports(lw) and lw.down_exps.packed.kind == (packed.PLANE_KINDS[down or qt] if planes
-                                                            else packed.KIND[down or qt])
+    assert mg.supports(lw) and lw.down_exps.packed.kind == packed_kind(down or qt, planes)
     t = 6
     h, sel, w, gen = tile_inputs(t, 4)
     n = torch.tensor([4], device=DEV)
@@ -170,8 +179,9 @@ def test_prompt_tile_groups_pairs_by_expert(mg, qt, planes, monkeypatch):
     monkeypatch.setattr(packed, "Q5K_PLANES", planes)
     monkeypatch.setattr(packed, "Q2K_PLANES", planes)
     monkeypatch.setattr(packed, "Q3K_PLANES", planes)
+    monkeypatch.setattr(packed, "IQ_TABLES", planes)
     lw = experts(qt)
-    assert lw.gate_exps.packed.kind == (packed.PLANE_KINDS[qt] if planes else packed.KIND[qt])
+    assert lw.gate_exps.packed.kind == packed_kind(qt, planes)
     gen = torch.Generator().manual_seed(8)
     t = 20
     sel = torch.stack([torch.randperm(E, generator=gen)[:TOPK] for _ in range(t)]).to(DEV)

@@ -16,7 +16,7 @@ import torch
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as QT
 
 import engine.kernels.packed as packed_module
-from engine.kernels.packed import KIND, PACKED_TYPES, RUN_INT8_TYPES, cat, pack, supports, unpack
+from engine.kernels.packed import KIND, PACKED_TYPES, RUN_INT8_TYPES, TABLE_TYPES, cat, pack, supports, unpack
 from engine.quant import dequantize
 from engine.synthetic import _random_blocks
 
@@ -33,9 +33,10 @@ KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) a
 def layouts(types) -> list:
     """(type, planes) params: each type with its int8 codes where it has planes (planes=False), then Q6_K in
     6-bit planes (kind 10, packed.six_bit_planes), Q5_K in 5-bit (kind 11), Q2_K in 2-bit (kind 12) and Q3_K
-    in 3-bit (kind 13)."""
+    in 3-bit (kind 13), then the TABLE_TYPES in their table codes (kind 6, one table each)."""
     return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(t, True, id=t.name + "-planes")
-                                                                 for t in PLANE_TYPES]
+                                                                 for t in PLANE_TYPES] \
+        + [pytest.param(t, True, id=t.name + "-table") for t in TABLE_TYPES]
 
 
 def blocks(qt, n, k, seed=0):
@@ -68,6 +69,34 @@ def test_run_int8_types_are_q8_planes_with_float32_scales():
         p = pack(blocks(qt, 3, 512), qt, 512)
         assert p.kind == 1 and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
         assert p.nbytes == 3 * 512 * 9 // 8 and p.codes.abs().max() > 1
+
+
+@pytest.mark.parametrize("qt", list(TABLE_TYPES), ids=lambda t: t.name)
+def test_table_types_are_four_bit_codes_in_iq4_xs_layout(qt, monkeypatch):
+    """With STRATA_IQ_TABLES=1 IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S become IQ4_XS's layout (kind 6): 4-bit codes
+    into their own table of 16 values, d * TABLE_D per 256 values, an odd integer scale per 32: 4.375 bits a
+    weight (the GPU memory estimate says the same), the values bit for bit engine.quant's for random blocks
+    and random bytes (d of 0, inf, NaN included)."""
+    import engine.model_info as model_info
+    from engine.kernels.iq4 import TABLE_VALUES
+
+    monkeypatch.setattr(packed_module, "IQ_TABLES", False)
+    assert pack(blocks(qt, 3, 512), qt, 512).kind == 1
+    monkeypatch.setattr(packed_module, "IQ_TABLES", True)
+    data = blocks(qt, 5, 768)
+    p = pack(data, qt, 768)
+    assert p.kind == 6 and p.table == TABLE_TYPES[qt] and p.nbytes == 5 * 768 * 35 // 64
+    assert p.scales.dtype == torch.float32 and p.sub.dtype == torch.int8
+    assert (p.sub % 2 == 1).all() and p.sub.min() >= 1 and p.sub.max() <= 31
+    used = set(TABLE_VALUES[p.table][c] for c in packed_module._nibbles(p.codes, 16).unique().tolist())
+    assert len(used) == {1: 16, 2: 16, 3: 6, 4: 6}[p.table]
+    assert same_bits(unpack(p), dequantize(data, qt, 5 * 768).reshape(5, 768))
+    noise = torch.randint(0, 256, data.shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(9))
+    assert same_bits(unpack(pack(noise, qt, 768)), dequantize(noise, qt, 5 * 768).reshape(5, 768))
+    rows = pack(data, qt, 768).rows(1, 4)
+    assert rows.table == p.table and same_bits(unpack(cat([rows, p.rows(0, 1)])),
+                                               unpack(p)[torch.tensor([1, 2, 3, 0])])
+    assert model_info.GPU_BYTES_PER_VALUE[qt.name] == ((35, 64) if model_info.IQ_TABLES else (9, 8))
 
 
 @pytest.mark.parametrize("qt", [QT.IQ2_XS, QT.IQ2_S, QT.IQ1_M], ids=lambda t: t.name)
