@@ -355,7 +355,7 @@ FAULTS = [
     # IQ4 on the GPU path: two of the 16 values swapped (the dequantizing kernels and the int8 kernel's
     # emulated lookup read the same tree)
     Fault("iq4-kvalues-swapped", "engine/kernels/iq4.py",
-          "tl.where(b0, -10, -22)", "tl.where(b0, -22, -10)",
+          "_tree(q, -127, -104, -83, -65, -49, -35, -22, -10,", "_tree(q, -127, -104, -83, -65, -49, -35, -10, -22,",
           [PK + "test_dequantize_kernel_writes_engine_quants_values[IQ4_XS]",
            DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_NL]"]),
     # the CPU fast mode's two-part matrices (Q8_0, Q5_0, Q5_1) losing their second part's products
@@ -525,7 +525,7 @@ FAULTS = [
     # selectors (prmt's sign fill)
     Fault("iq4-prmt-sign-fill", "engine/kernels/iq4.py",
           '"and.b32 c, $2, 0x77777777;', '"and.b32 c, $2, 0xFFFFFFFF;',
-          ["tests/engine/test_iq4_prmt.py::test_kvalues8_ptx_matches_the_iq4_table_on_every_half_word"]),
+          ["tests/engine/test_iq4_prmt.py::test_kvalues8_ptx_matches_each_table_on_every_half_word"]),
     # a CPU decode tile of several rows (streams together, a slot's proposals) attending with the blocked
     # a CPU prompt tile writing its rows' keys one place off (the slice path for one slot's consecutive rows)
     Fault("cpu-prompt-run-keys-shifted", "engine/block.py",
@@ -696,6 +696,27 @@ FAULTS = [
     Fault("moe-q8-q4k-min-sign", "engine/kernels/moe_grouped_q8.py",
           "acc = tl.fma(-ew, sx, acc)", "acc = tl.fma(ew, sx, acc)",
           ["tests/engine/test_moe_gemv.py::test_prompt_tile_on_int8_tensor_cores[Q4_K-Q6_K]"]),
+    # the grid i-quants' table codes (STRATA_IQ_TABLES, kind 6 with a table): a tree value out of place,
+    # a permute register word off, the table not handed on in the decode and expert kernels, the packer's d
+    Fault("iq-table-tree-value", "engine/kernels/iq4.py",
+          "return _tree(q, -62, -52, -44,", "return _tree(q, -52, -62, -44,",
+          [PK + "test_kernel_reads_the_layout_like_engine_quant[IQ3_XXS-table]"]),
+    Fault("iq-table-permute-word", "engine/kernels/iq4.py",
+          "t0, t1, t2, t3 = 150530005, 11033, 0, 0", "t0, t1, t2, t3 = 150530005, 11034, 0, 0",
+          ["tests/engine/test_iq4_prmt.py::test_kvalues8_ptx_matches_each_table_on_every_half_word"]),
+    Fault("iq-table-dp4a-tab-dropped", "engine/kernels/dp4a_gemv.py",
+          "        mn_lo, mn_hi = kvalues8(cb, INTERP, TAB)", "        mn_lo, mn_hi = kvalues8(cb, INTERP)",
+          [DG + "test_decode_kernel_is_right_and_row_invariant[IQ3_S-table]"]),
+    Fault("iq-table-moe-tab-dropped", "engine/kernels/moe_gemv.py",
+          "stride_pm, KIND, BN, L, EVEN, INTERP, 1, XS, False, 0, TAB)",
+          "stride_pm, KIND, BN, L, EVEN, INTERP, 1, XS, False, 0, 0)",
+          ["tests/engine/test_moe_gemv.py::test_routed_experts_are_each_rows_own_experts[IQ3_S-IQ2_XXS-planes]"]),
+    Fault("iq-table-grouped-tab-dropped", "engine/kernels/moe_grouped.py",
+          "        TAB=a.table, num_warps=warps or WARPS,", "        TAB=0, num_warps=warps or WARPS,",
+          ["tests/engine/test_moe_gemv.py::test_prompt_tile_groups_pairs_by_expert[IQ2_XXS-table]"]),
+    Fault("iq-table-packer-d", "engine/kernels/packed.py",
+          "TABLE_D = {QT.IQ3_XXS: 0.25,", "TABLE_D = {QT.IQ3_XXS: 0.5,",
+          [PK + "test_unpack_is_bit_identical_to_engine_quant[IQ3_XXS-table]"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
