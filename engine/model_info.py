@@ -40,7 +40,7 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
 # (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
 # ... or, with STRATA_IQ_TABLES=1, as 4-bit codes into a table of 16 values in IQ4_XS's layout, 4.375 bits
-# (engine.kernels.packed.TABLE_TYPES)
+# (engine.kernels.packed.TABLE_TYPES; RUN16_INT8 below so too, with a scale per 16: 4.625 bits)
 IQ_TABLES = os.environ.get("STRATA_IQ_TABLES", "0") == "1"
 # GPU stages keep Q6_K in 6-bit planes, the file's bytes (STRATA_Q6K_PLANES=1), or as int8 codes
 # (engine.kernels.packed.Q6K_PLANES takes this value)
@@ -60,7 +60,8 @@ IQ2_INT8 = os.environ.get("STRATA_IQ2_INT8", "1") == "1"
 GPU_BYTES_PER_VALUE = {**{name: (35, 64) if IQ_TABLES else (9, 8) for name in RUN_INT8}, "Q5_0": (17, 16),
                        **{name: (5, 4) for name in ("Q5_1",) + (() if Q6K_PLANES else ("Q6_K",))},
                        "Q5_K": (45, 64) if Q5K_PLANES else (5, 4), "Q3_K": (57, 128) if Q3K_PLANES else (5, 4),
-                       **{name: (5, 4) for name in (RUN16_INT8 if IQ2_INT8 else ())}}
+                       **{name: (37, 64) if IQ_TABLES else (5, 4)
+                          for name in (RUN16_INT8 if IQ2_INT8 or IQ_TABLES else ())}}
 
 
 def gpu_matrix_bytes(t, keep: frozenset[str] = frozenset()) -> int:

@@ -167,6 +167,11 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
         plo = tl.sum(_dp4a(cb & 0x0F0F0F0F, x1, plo, INTERP), axis=3)
         phi = _dp4a((ca >> 4) & 0x0F0F0F0F, x2, zero, INTERP)
         phi = tl.sum(_dp4a((cb >> 4) & 0x0F0F0F0F, x3, phi, INTERP), axis=3)
+    elif KIND == 14:                # table codes, an integer scale per 16 (the four bytes of sc_lo): exact sums
+        plo = (sc_lo & 255) * tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3) \
+            + ((sc_lo >> 8) & 255) * tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
+        phi = ((sc_lo >> 16) & 255) * tl.sum(_dp4a(mn_lo, x2, zero, INTERP), axis=3) \
+            + ((sc_lo >> 24) & 255) * tl.sum(_dp4a(mn_hi, x3, zero, INTERP), axis=3)
     elif KIND == 1 or KIND >= 5:
         plo = _dp4a(ca, x0, zero, INTERP)
         plo = tl.sum(_dp4a(cb, x1, plo, INTERP), axis=3)
@@ -223,6 +228,8 @@ def scale_unit(acc, plo, phi, d0, s0, d1, s1, dd, dmin, sc_lo, sc_hi, mn_lo, mn_
         if KIND == 4:               # (IQ4_XS has no minimums)
             acc = tl.fma(-dmin, tl.fma(mn_hi, s1, mn_lo * s0), acc)
         acc = tl.fma(dd, t, acc)
+    elif KIND == 14:                # table codes per 16: the runs' sums already carry their integer scales
+        acc = tl.fma(dd, tl.fma(phi.to(tl.float32), d1, plo.to(tl.float32) * d0), acc)
     elif KIND == 8:                 # Q6_K: two 16-value halves, scales dd and dmin, under x's d0
         acc = tl.fma(d0, tl.fma(dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
     elif KIND == 10 or KIND == 13:  # Q6_K's, Q3_K's planes, values 32..63: as kind 8's, scales sc_lo, sc_hi, x's d1
@@ -251,10 +258,10 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     if KIND == 10:
         WU: tl.constexpr = 12           # 48 bytes: 32 of low nibbles, 16 of high bits
         U = K // 64
-    elif KIND >= 12:
+    elif KIND == 12 or KIND == 13:
         WU: tl.constexpr = 4            # 16 bytes of 2-bit codes
         U = K // 64
-    elif KIND == 4 or KIND == 6 or KIND == 11:
+    elif KIND == 4 or KIND == 6 or KIND == 11 or KIND == 14:
         WU: tl.constexpr = 8            # 32-bit code words per unit
         U = K // 64
     elif KIND == 1 or KIND >= 8:
@@ -280,6 +287,9 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
     elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
         sp = scales + n3 * (K // 256) + u3 // 4
         gp = sub + n3 * NB + 2 * u3
+    elif KIND == 14:                # d per 256 values, a word of four integer scales per 16 a unit
+        sp = scales + n3 * (K // 256) + u3 // 4
+        gp = sub + n3 * U + u3
     elif KIND == 10 or KIND == 13:  # d per 256 values, a word of four int8 sub-block scales a unit
         sp = scales + n3 * (K // 256) + u3 // 4
         if KIND == 10:
@@ -320,6 +330,10 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
+    elif KIND == 14:                # table codes per 16: 2 x 32 codes, d, the scales' word
+        cb = tl.load(cp + 4, mask=wok, other=0)
+        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
+        sc_lo = tl.load(gp, mask=wok3, other=0)
     elif KIND == 10:                # Q6_K's planes: low nibbles (ca, cb), high bits (mn_lo), d, scales' word
         cb = tl.load(cp + 4, mask=wok, other=0)
         mn_lo = tl.load(cp + 8, mask=wok, other=0)
@@ -361,7 +375,7 @@ def _w_values(ca, cb, dd, dmin, sc_lo, sc_hi, mn_lo, mn_hi, KIND: tl.constexpr, 
     d * sc (dd, dmin, sc_lo, sc_hi), Q5_K's d * sc (dd, dmin) and dmin * m (sc_lo, sc_hi), all exact in
     float32 (Q2_K's scale word stays whole: _dot_unit takes its nibbles as integers); other kinds as they are.
     TAB: the table kind 6's codes index (engine.kernels.iq4.TABLE_VALUES: IQ4_XS's, or a grid i-quant's)."""
-    if KIND == 6:
+    if KIND == 6 or KIND == 14:
         mn_lo, mn_hi = kvalues8(cb, INTERP, TAB)
         ca, cb = kvalues8(ca, INTERP, TAB)
     elif KIND == 5:
@@ -503,6 +517,8 @@ def _pass(r0, M, xq, xds, codes, scales, sub, part, n_raw, N, K, stride_pm, KIND
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 2, 4 * L, 16 * L, 4 * L
     elif KIND == 6:
         step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, 2 * L, 16 * L, 4 * L
+    elif KIND == 14:
+        step_w, step_s, step_g, step_x, step_d = 8 * L, L // 4, L, 16 * L, 4 * L
     elif KIND == 10:
         step_w, step_s, step_g, step_x, step_d = 12 * L, L // 4, L, 16 * L, 4 * L
     elif KIND == 11:

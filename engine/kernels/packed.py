@@ -115,11 +115,13 @@ IQ2_INT8 = model_info.IQ2_INT8
 # IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S in IQ4_XS's layout (kind 6), their codes indexing a table of 16 values
 # (engine.kernels.iq4.TABLE_VALUES[TABLE_TYPES[t]]: each grid value with its sign; IQ1_S's 8 g +- 1): every
 # value is d * TABLE_D (float32, exact) times an odd integer per 32 values (sub) times a table value, all
-# exact, so the same values bit for bit at 4.375 bits a weight instead of the int8 planes' 9
+# exact, so the same values bit for bit at 4.375 bits a weight instead of the int8 planes' 9; IQ2_XS, IQ2_S
+# and IQ1_M the same with their integer scale per 16 values (kind 14: 4.625 bits, not the int8 codes' 10)
 # (STRATA_IQ_TABLES=1; off until measured on a GPU: tests/gpu/run_iq_tables.sh)
 IQ_TABLES = model_info.IQ_TABLES
-TABLE_TYPES = {QT.IQ3_XXS: 1, QT.IQ3_S: 2, QT.IQ2_XXS: 3, QT.IQ1_S: 4}
-TABLE_D = {QT.IQ3_XXS: 0.25, QT.IQ3_S: 1.0, QT.IQ2_XXS: 0.125, QT.IQ1_S: 0.125}
+TABLE_TYPES = {QT.IQ3_XXS: 1, QT.IQ3_S: 2, QT.IQ2_XXS: 3, QT.IQ1_S: 4, QT.IQ2_XS: 3, QT.IQ2_S: 3, QT.IQ1_M: 4}
+TABLE_D = {QT.IQ3_XXS: 0.25, QT.IQ3_S: 1.0, QT.IQ2_XXS: 0.125, QT.IQ1_S: 0.125, QT.IQ2_XS: 0.125, QT.IQ2_S: 0.125,
+           QT.IQ1_M: 0.125}
 
 
 @dataclass
@@ -136,7 +138,9 @@ class Packed:
 
     @property
     def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10..13: the bit planes
-        return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else 6 if self.table else KIND[self.qtype]
+        if self.table:          # 6: a table and a scale per 32 (IQ4_XS's layout); 14: a scale per 16
+            return 14 if self.qtype in RUN16_INT8_TYPES else 6
+        return 7 if self.mma else PLANE_KINDS[self.qtype] if self.planes else KIND[self.qtype]
 
     @property
     def nbytes(self) -> int:
@@ -152,7 +156,8 @@ class Packed:
 
 
 def supports(qtype, k: int) -> bool:
-    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES or qtype in RUN16_INT8_TYPES and IQ2_INT8) \
+    return (qtype in PACKED_TYPES or qtype == QT.Q2_K and Q2K_PLANES
+            or qtype in RUN16_INT8_TYPES and (IQ2_INT8 or IQ_TABLES)) \
         and k % GGML_QUANT_SIZES[qtype][0] == 0 \
         and (GPU_IQ4 or qtype not in IQ4_TYPES) and QT(qtype).name not in GPU_KEEP | FIT_KEEP
 
@@ -171,10 +176,10 @@ def gpu_form(qtype) -> str:
         return "the GGUF layout"
     if qt in PLANE_KINDS and _planes_default(qt):
         return f"{PLANE_BITS[qt]}-bit planes"
-    if qt in SCALE16_TYPES | AFFINE_INT8_TYPES | RUN16_INT8_TYPES:
-        return "int8 codes"
     if qt in TABLE_TYPES and IQ_TABLES:
         return "4-bit table codes"
+    if qt in SCALE16_TYPES | AFFINE_INT8_TYPES | RUN16_INT8_TYPES:
+        return "int8 codes"
     if qt in RUN_INT8_TYPES or qt in (QT.Q8_0, QT.Q5_0):
         return "int8 planes"
     return "4-bit planes" + (" in the tensor-core order" if qt == QT.Q4_K and MMA_Q4K else "")
@@ -391,12 +396,7 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     for a in range(0, n, step):
         rows = data[a:a + step].reshape(-1, size)
         m = rows.shape[0] * block // k
-        unit = rows.clone()
-        if qtype == QT.IQ1_M:                     # d = 1.0: 0x3C00, a nibble in the top of each scale word
-            unit[:, 49:57:2] = unit[:, 49:57:2] & 0x0F | torch.tensor([0x00, 0x00, 0xC0, 0x30], dtype=torch.uint8,
-                                                                        device=unit.device)
-        else:
-            unit[:, 0], unit[:, 1] = 0x00, 0x3C   # d = 1.0 (float16, little-endian)
+        unit = _unit_d(rows, qtype)
         values = dequantize(unit.reshape(-1), qtype, m * k).reshape(m, k // run, run)
         f = run_factors(unit, qtype).reshape(m, k // run, 1)
         q = values / f
@@ -408,16 +408,31 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     return Packed(qtype, n, k, codes, scales)
 
 
+def _unit_d(rows: torch.Tensor, qtype: QT) -> torch.Tensor:
+    """Blocks [B, size] of an i-quant with d set to 1.0 (its factors are then their integer parts' over d)."""
+    unit = rows.clone()
+    if qtype == QT.IQ1_M:                     # d = 1.0: 0x3C00, a nibble in the top of each scale word
+        unit[:, 49:57:2] = unit[:, 49:57:2] & 0x0F | torch.tensor([0x00, 0x00, 0xC0, 0x30], dtype=torch.uint8,
+                                                                    device=unit.device)
+    else:
+        unit[:, 0], unit[:, 1] = 0x00, 0x3C   # d = 1.0 (float16, little-endian)
+    return unit
+
+
 def _table_codes(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
-    """TABLE_TYPES -> kind 6 (IQ4_XS's layout): each value's index into iq4.TABLE_VALUES[TABLE_TYPES[qtype]]
-    as 4-bit codes in `iq4_words`' order, d * TABLE_D per 256 values (float32) in `scales`, and each 32-value
-    run's odd integer scale (its factor over that d, engine.quant_iquants.run_factors) as int8 in `sub`.
-    The integer values are _run_int8's (checked whole there); one outside the table is an error."""
+    """TABLE_TYPES -> kind 6 (IQ4_XS's layout), or kind 14 for the types with a factor per 16 values: each
+    value's index into iq4.TABLE_VALUES[TABLE_TYPES[qtype]] as 4-bit codes in `iq4_words`' order, d * TABLE_D
+    per 256 values (float32) in `scales`, and each run's odd integer scale (its factor over that d,
+    engine.quant_iquants.run_factors) in `sub`: int8 [N, K/256, 8] per 32 values (kind 6), or per 16 values
+    four to an int32 word [N, K/64] (kind 14). The integer values are _run_int8's (checked whole there); one
+    outside the table is an error."""
     from engine.kernels.iq4 import TABLE_VALUES
     from engine.quant_iquants import run_factors
 
     tab = TABLE_TYPES[qtype]
-    q = _run_int8(data, qtype, n, k).codes                      # [N, K] int8: the values over their factors
+    run = 16 if qtype in RUN16_INT8_TYPES else 32
+    p = _run_int8(data, qtype, n, k)
+    q = p.codes                                                 # [N, K] int8: the values over their factors
     lut = torch.full((256,), -1, dtype=torch.int16, device=data.device)
     for i, v in enumerate(TABLE_VALUES[tab]):
         if lut[v & 0xFF] < 0:
@@ -428,13 +443,11 @@ def _table_codes(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     c = c.to(torch.uint8).reshape(n, k // 32, 2, 16)
     codes = iq4_words((c[:, :, 0] | c[:, :, 1] << 4).reshape(n, k // 2))
     _, size = GGML_QUANT_SIZES[qtype]
-    rows = data.reshape(-1, size)
-    unit = rows.clone()
-    unit[:, 0], unit[:, 1] = 0x00, 0x3C                         # d = 1.0: the factors are the scales times TABLE_D
-    sub = (run_factors(unit, qtype) / TABLE_D[qtype]).to(torch.int8).reshape(n, k // 32)
-    d = rows[:, 0:2].contiguous().view(torch.float16).float() * TABLE_D[qtype]
-    return Packed(qtype, n, k, codes, d.reshape(n, k // 256).contiguous(), sub.reshape(n, k // 256, 8).contiguous(),
-                  table=tab)
+    sc = run_factors(_unit_d(data.reshape(-1, size), qtype), qtype) / TABLE_D[qtype]     # [K/256 blocks, runs]
+    d = p.scales.reshape(-1, 256 // run)[:, 0] / sc[:, 0]      # d * TABLE_D: exact (a product of it and sc)
+    sub = sc.to(torch.int8).reshape(n, k // 256, 256 // run)
+    sub = sub.contiguous() if run == 32 else sub.reshape(n, k // 16).view(torch.int32).contiguous()
+    return Packed(qtype, n, k, codes, d.reshape(n, k // 256).contiguous(), sub, table=tab)
 
 
 def cat(parts: list[Packed]) -> Packed:
@@ -525,8 +538,9 @@ def unpack(p: Packed) -> torch.Tensor:
         if p.qtype == QT.IQ4_NL:
             q = q.reshape(n, k // 32, 32).long()
             return (p.scales.float()[..., None] * kv[q]).reshape(n, k)
-        q = q.reshape(n, k // 256, 8, 32).long()
-        dl = (p.scales.float()[..., None] * p.sub.float())[..., None]
+        runs = 16 if p.kind == 14 else 8                          # kind 14: a scale per 16 values
+        q = q.reshape(n, k // 256, runs, 256 // runs).long()
+        dl = (p.scales.float()[..., None] * p.sub.view(torch.int8).reshape(n, k // 256, runs).float())[..., None]
         return (dl * kv[q]).reshape(n, k)
     if p.qtype in (QT.Q4_0, QT.Q4_1):
         q = _nibbles(p.codes, 16).reshape(n, k // 32, 32)

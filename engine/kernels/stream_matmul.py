@@ -65,7 +65,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: t
     rows and values past K read as zeros."""
     nn = n.to(tl.int64)[:, None, None]
     okn = n_ok[:, None, None]
-    if KIND == 1 or (KIND >= 8 and KIND != 11):     # values as [BN, 8, 32]: int8 codes, the planes but Q5_K's
+    if KIND == 1 or (KIND >= 8 and KIND != 11 and KIND != 14):   # values as [BN, 8, 32]: int8 codes, planes but Q5_K's
         g = tl.arange(0, 8)[None, :, None]
         j = tl.arange(0, 32)[None, None, :]
         kk = c * 256 + g * 32 + j
@@ -156,7 +156,8 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: t
             mn2 = ((sw >> 24) & 255).to(tl.float32)
             w_lo = (d * sc) * (lo + ((fb >> t) & 1).to(tl.float32) * 16.0) - dmin * mn
             w_hi = (d * sc2) * (hi + ((fb >> (t + 4)) & 1).to(tl.float32) * 16.0) - dmin * mn2
-        elif KIND == 5 or KIND == 6:                  # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32)
+        elif KIND == 5 or KIND == 6 or KIND == 14:    # IQ4_NL (d per 32) / IQ4_XS (d per 256 x scale per 32),
+            # the table codes (kind 6, or 14: a scale per 16)
             # (packed.iq4_words: a run's word w holds values 4 w .. 4 w + 3, then 16 on, a nibble each)
             words = codes.to(tl.pointer_type(tl.int32), bitcast=True)
             w4 = tl.arange(0, 4)[None, None, :]
@@ -175,12 +176,20 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: t
             if KIND == 5:
                 blk = nn * (K // 32) + c * 8 + g
                 d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
-            else:
+                w_lo = d * v_lo
+                w_hi = d * v_hi
+            elif KIND == 6:
                 sb = nn * (K // 256) + c
                 d = tl.load(scales + sb, mask=okn, other=0.0).to(tl.float32)
                 d = d * tl.load(sub + sb * 8 + g, mask=okn, other=0).to(tl.float32)
-            w_lo = d * v_lo
-            w_hi = d * v_hi
+                w_lo = d * v_lo
+                w_hi = d * v_hi
+            else:               # the run's two 16s: bytes 2 g and 2 g + 1 of the block's 16 scales
+                sb = nn * (K // 256) + c
+                d = tl.load(scales + sb, mask=okn, other=0.0).to(tl.float32)
+                s16 = sub.to(tl.pointer_type(tl.int8), bitcast=True) + sb * 16 + 2 * g
+                w_lo = (d * tl.load(s16, mask=okn, other=0).to(tl.float32)) * v_lo
+                w_hi = (d * tl.load(s16 + 1, mask=okn, other=0).to(tl.float32)) * v_hi
         else:
             blk = nn * (K // 32) + c * 8 + g
             bok = okn & (c * 8 + g < K // 32)
@@ -201,7 +210,7 @@ def _chunk_dot(acc, x_ptr, stride_xm, m, m_ok, codes, scales, sub, n, n_ok, c, K
                KIND: tl.constexpr, BN: tl.constexpr, IEEE: tl.constexpr, TAB: tl.constexpr = 0):
     """acc += x[m, chunk c] @ W[n, chunk c].T for one 256-value chunk c."""
     w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND, TAB)
-    if KIND == 1 or (KIND >= 8 and KIND != 11):
+    if KIND == 1 or (KIND >= 8 and KIND != 11 and KIND != 14):
         w = tl.reshape(w_lo, (BN, 256))
         kx = c * 256 + tl.arange(0, 256)
         xt = tl.load(x_ptr + m[:, None] * stride_xm + kx[None, :], mask=m_ok[:, None] & (kx < K)[None, :],
@@ -256,7 +265,7 @@ def _dequant_kernel(codes, scales, sub, out_ptr, N, K, KIND: tl.constexpr, BN: t
         n_ok = n < N
         w_lo, w_hi = _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND, TAB)
         nn = n.to(tl.int64)[:, None, None]
-        if KIND == 1 or (KIND >= 8 and KIND != 11):
+        if KIND == 1 or (KIND >= 8 and KIND != 11 and KIND != 14):
             g = tl.arange(0, 8)[None, :, None]
             j = tl.arange(0, 32)[None, None, :]
             kk = c * 256 + g * 32 + j

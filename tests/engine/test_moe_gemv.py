@@ -42,7 +42,7 @@ def packed_kind(qt, own_bits: bool) -> int:
     import engine.kernels.packed as packed
 
     if own_bits and qt in packed.TABLE_TYPES:
-        return 6
+        return 14 if qt in packed.RUN16_INT8_TYPES else 6
     return packed.PLANE_KINDS[qt] if own_bits else packed.KIND[qt]
 
 
@@ -79,7 +79,8 @@ def reference(dg, fused, lw, h, w, sel, n):
     for qt, down, planes in [(QT.Q4_K, None, False), (QT.Q8_0, None, False), (QT.Q4_0, None, False),
                              (QT.IQ4_XS, None, False), (QT.Q4_K, QT.Q5_0, False), (QT.Q4_K, QT.Q6_K, False),
                              (QT.Q5_K, QT.Q5_1, False), (QT.Q4_K, QT.Q6_K, True), (QT.Q5_K, None, True),
-                             (QT.Q2_K, QT.Q3_K, True), (QT.IQ3_S, QT.IQ2_XXS, True), (QT.IQ3_XXS, QT.IQ1_S, True)]])
+                             (QT.Q2_K, QT.Q3_K, True), (QT.IQ3_S, QT.IQ2_XXS, True), (QT.IQ3_XXS, QT.IQ1_S, True),
+                             (QT.IQ2_XS, QT.IQ1_M, True)]])
 def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypatch):
     import engine.kernels.dp4a_gemv as dg
     import engine.kernels.fused as fused
@@ -165,7 +166,7 @@ def test_device_routing_picks_what_block_route_picks(mg, gating, norm, scale):
     assert not sel[5:].any() and not w[5:].any()
 
 
-@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.IQ4_XS, QT.Q6_K]))
+@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.IQ4_XS, QT.Q6_K], (QT.IQ2_XXS, QT.IQ1_M)))
 def test_prompt_tile_groups_pairs_by_expert(mg, qt, planes, monkeypatch):
     """moe_grouped: the block table covers each real pair once, blocks of one expert, 16 pairs at most;
     the routed sum is each row's experts in its own top-k order (float32 tensor-core sums of the dequantized

@@ -30,13 +30,18 @@ PLANE_TYPES = (QT.Q6_K, QT.Q5_K, QT.Q2_K, QT.Q3_K)
 KERNEL_TYPES = [t for t in TYPES if (t not in RUN_INT8_TYPES or t == QT.IQ3_S) and t not in (QT.Q5_0, QT.Q3_K)]
 
 
-def layouts(types) -> list:
+# the table-code types whose kernels differ: each table in kind 6 and 14 (IQ2_S reads as IQ2_XS: the same kind
+# and table, its values checked by the unpack tests)
+KERNEL_TABLES = (QT.IQ3_XXS, QT.IQ3_S, QT.IQ2_XXS, QT.IQ1_S, QT.IQ2_XS, QT.IQ1_M)
+
+
+def layouts(types, tables=KERNEL_TABLES) -> list:
     """(type, planes) params: each type with its int8 codes where it has planes (planes=False), then Q6_K in
     6-bit planes (kind 10, packed.six_bit_planes), Q5_K in 5-bit (kind 11), Q2_K in 2-bit (kind 12) and Q3_K
-    in 3-bit (kind 13), then the TABLE_TYPES in their table codes (kind 6, one table each)."""
+    in 3-bit (kind 13), then `tables` in their table codes (kind 6 or 14, packed.TABLE_TYPES)."""
     return [pytest.param(t, False, id=t.name) for t in types] + [pytest.param(t, True, id=t.name + "-planes")
                                                                  for t in PLANE_TYPES] \
-        + [pytest.param(t, True, id=t.name + "-table") for t in TABLE_TYPES]
+        + [pytest.param(t, True, id=t.name + "-table") for t in tables]
 
 
 def blocks(qt, n, k, seed=0):
@@ -50,7 +55,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(((a.view(torch.int32) == b.view(torch.int32)) | both_nan).all())
 
 
-@pytest.mark.parametrize("qt,planes", layouts(TYPES))
+@pytest.mark.parametrize("qt,planes", layouts(TYPES, TABLE_TYPES))
 def test_unpack_is_bit_identical_to_engine_quant(qt, planes):
     k = 768 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     for data in (blocks(qt, 7, k), torch.randint(0, 256, blocks(qt, 7, k).shape, dtype=torch.uint8,
@@ -75,19 +80,24 @@ def test_run_int8_types_are_q8_planes_with_float32_scales():
 def test_table_types_are_four_bit_codes_in_iq4_xs_layout(qt, monkeypatch):
     """With STRATA_IQ_TABLES=1 IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S become IQ4_XS's layout (kind 6): 4-bit codes
     into their own table of 16 values, d * TABLE_D per 256 values, an odd integer scale per 32: 4.375 bits a
-    weight (the GPU memory estimate says the same), the values bit for bit engine.quant's for random blocks
-    and random bytes (d of 0, inf, NaN included)."""
+    weight; IQ2_XS, IQ2_S and IQ1_M the same with the scale per 16 (kind 14, four to a word): 4.625 bits (the
+    GPU memory estimate says the same); the values bit for bit engine.quant's for random blocks and random
+    bytes (d of 0, inf, NaN included)."""
     import engine.model_info as model_info
     from engine.kernels.iq4 import TABLE_VALUES
 
+    per16 = qt in packed_module.RUN16_INT8_TYPES
     monkeypatch.setattr(packed_module, "IQ_TABLES", False)
-    assert pack(blocks(qt, 3, 512), qt, 512).kind == 1
+    assert pack(blocks(qt, 3, 512), qt, 512).kind == (8 if per16 else 1)
     monkeypatch.setattr(packed_module, "IQ_TABLES", True)
     data = blocks(qt, 5, 768)
     p = pack(data, qt, 768)
-    assert p.kind == 6 and p.table == TABLE_TYPES[qt] and p.nbytes == 5 * 768 * 35 // 64
-    assert p.scales.dtype == torch.float32 and p.sub.dtype == torch.int8
-    assert (p.sub % 2 == 1).all() and p.sub.min() >= 1 and p.sub.max() <= 31
+    bits = (37, 64) if per16 else (35, 64)
+    assert p.kind == (14 if per16 else 6) and p.table == TABLE_TYPES[qt] and p.nbytes == 5 * 768 * bits[0] // bits[1]
+    assert p.scales.dtype == torch.float32 and p.sub.dtype == (torch.int32 if per16 else torch.int8)
+    sc = p.sub.view(torch.int8)
+    assert sc.numel() == 5 * 768 // (16 if per16 else 32)
+    assert (sc % 2 == 1).all() and sc.min() >= 1 and sc.max() <= 31
     used = set(TABLE_VALUES[p.table][c] for c in packed_module._nibbles(p.codes, 16).unique().tolist())
     assert len(used) == {1: 16, 2: 16, 3: 6, 4: 6}[p.table]
     assert same_bits(unpack(p), dequantize(data, qt, 5 * 768).reshape(5, 768))
@@ -96,7 +106,7 @@ def test_table_types_are_four_bit_codes_in_iq4_xs_layout(qt, monkeypatch):
     rows = pack(data, qt, 768).rows(1, 4)
     assert rows.table == p.table and same_bits(unpack(cat([rows, p.rows(0, 1)])),
                                                unpack(p)[torch.tensor([1, 2, 3, 0])])
-    assert model_info.GPU_BYTES_PER_VALUE[qt.name] == ((35, 64) if model_info.IQ_TABLES else (9, 8))
+    assert model_info.GPU_BYTES_PER_VALUE[qt.name] == (bits if model_info.IQ_TABLES else (5, 4) if per16 else (9, 8))
 
 
 @pytest.mark.parametrize("qt", [QT.IQ2_XS, QT.IQ2_S, QT.IQ1_M], ids=lambda t: t.name)
