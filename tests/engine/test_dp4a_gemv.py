@@ -49,10 +49,11 @@ def test_quantize_rounds_each_block_of_32_to_int8(dg):
     assert not q.reshape(3, 3, 32)[1, 1].any() and d[1, 1] == 0
 
 
-@pytest.mark.parametrize("qt,planes", layouts(KERNEL_TYPES))
+@pytest.mark.parametrize("qt,planes", layouts(KERNEL_TYPES, (QT.IQ3_XXS, QT.IQ3_S, QT.IQ2_XS, QT.IQ1_M)))
 def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt, planes):
-    """Every type (KERNEL_TYPES: one run-int8 type for the four; Q6_K in both its layouts), a K that takes
-    several lane steps with a ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value
+    """Every type (KERNEL_TYPES: one run-int8 type for the four; Q6_K in both its layouts; the table codes of
+    tables 1 and 2 in kind 6, 3 and 4 in kind 14: tables 3 and 4 in kind 6 run in test_moe_gemv's routed
+    experts, on this kernel's pass), a K that takes several lane steps with a ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value
     types at 576: 18 units on 8 lanes)."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k, planes=planes)
@@ -82,7 +83,7 @@ def test_decode_kernel_lanes_and_steps(dg, k, qt):
     assert ((part[0].double() - ref).norm() / ref.norm()).item() < 1e-6
 
 
-@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.Q4_1, QT.Q8_0, QT.IQ4_XS]))
+@pytest.mark.parametrize("qt,planes", layouts([QT.Q4_K, QT.Q4_1, QT.Q8_0, QT.IQ4_XS], (QT.IQ2_XS,)))
 def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt, planes):
     """Two weight rows a thread, each x load serving both (xs=2): every weight row runs the same code as
     alone, so the bits equal xs=1's, for 1 and 5 real rows (passes of 1 and 4, one short), a ragged last
