@@ -134,7 +134,7 @@ class Packed:
     sub: torch.Tensor | None = None
     mma: bool = False                  # Q4_K codes in engine.kernels.q4k_mma's order (mma_order)
     planes: bool = False               # Q6_K, Q5_K, Q2_K or Q3_K in bit planes (kinds 10-13: PLANE_KINDS)
-    table: int = 0                     # TABLE_TYPES' codes into iq4.TABLE_VALUES[table] in kind 6's layout
+    table: int = 0                     # TABLE_TYPES' codes into iq4.TABLE_VALUES[table] (kinds 6 and 14)
 
     @property
     def kind(self) -> int:      # 7: Q4_K, codes in the tensor-core order; 10..13: the bit planes
