@@ -71,7 +71,7 @@ def test_run_int8_types_are_q8_planes_with_float32_scales():
 
     assert {t.name for t in RUN_INT8_TYPES} == RUN_INT8
     for qt in RUN_INT8_TYPES:
-        p = pack(blocks(qt, 3, 512), qt, 512)
+        p = pack(blocks(qt, 3, 512), qt, 512, planes=False)     # (planes=True: table codes)
         assert p.kind == 1 and p.codes.dtype == torch.int8 and p.scales.dtype == torch.float32
         assert p.nbytes == 3 * 512 * 9 // 8 and p.codes.abs().max() > 1
 
@@ -119,6 +119,7 @@ def test_run16_int8_types_are_int8_codes_with_a_scale_per_16(qt, monkeypatch):
 
     assert {t.name for t in packed_module.RUN16_INT8_TYPES} == RUN16_INT8
     assert packed_module.IQ2_INT8 == (os.environ.get("STRATA_IQ2_INT8", "1") == "1")
+    monkeypatch.setattr(packed_module, "IQ_TABLES", False)
     monkeypatch.setattr(packed_module, "IQ2_INT8", False)
     assert not supports(qt, 512) and packed_module.gpu_form(qt) == "the GGUF layout"
     monkeypatch.setattr(packed_module, "IQ2_INT8", True)
@@ -437,7 +438,7 @@ def test_kernels_read_the_tensor_core_order(sm, monkeypatch):
 
 @pytest.mark.parametrize("qt,rows,kernel,planes", [(qt, 16, "gemv", False) for qt in KERNEL_TYPES if KIND[qt] <= 4]
                          + [(qt, 40, "mma", False) for qt in KERNEL_TYPES]
-                         + [(t, 40, "mma", True) for t in PLANE_TYPES],
+                         + [(t, 40, "mma", True) for t in PLANE_TYPES + (QT.IQ3_S, QT.IQ2_XS)],
                          ids=lambda v: getattr(v, "name", None) or ("planes" if v is True else str(v)))
 def test_matmul_is_right_and_row_invariant(sm, monkeypatch, qt, rows, kernel, planes):
     """The float32 CUDA-core decode kernel (up to 16 rows: any row count, any place; the decode rows of
