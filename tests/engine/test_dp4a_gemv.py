@@ -53,8 +53,8 @@ def test_quantize_rounds_each_block_of_32_to_int8(dg):
 def test_decode_kernel_is_right_and_row_invariant(sm, dg, qt, planes):
     """Every type (KERNEL_TYPES: one run-int8 type for the four; Q6_K in both its layouts; the table codes of
     tables 1 and 2 in kind 6, 3 and 4 in kind 14: tables 3 and 4 in kind 6 run in test_moe_gemv's routed
-    experts, on this kernel's pass), a K that takes several lane steps with a ragged last one (Q4_K 1280: 20 units of 64 values on 8 lanes; the 32-value
-    types at 576: 18 units on 8 lanes)."""
+    experts, on this kernel's pass), a K that takes several lane steps with a ragged last one (Q4_K 1280: 20
+    units of 64 values on 8 lanes; the 32-value types at 576: 18 units on 8 lanes)."""
     k = 1280 if GGML_QUANT_SIZES[qt][0] == 256 else 576
     p = pack(blocks(qt, 40, k, 5).to(DEV), qt, k, planes=planes)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(6)).to(DEV)

@@ -90,7 +90,7 @@ def test_routed_experts_are_each_rows_own_experts(mg, qt, down, planes, monkeypa
     monkeypatch.setattr(packed, "Q5K_PLANES", planes)           # Q5_K's in 5-bit planes (kind 11)
     monkeypatch.setattr(packed, "Q2K_PLANES", planes)           # Q2_K's in 2-bit planes (kind 12)
     monkeypatch.setattr(packed, "Q3K_PLANES", planes)           # Q3_K's in 3-bit planes (kind 13)
-    monkeypatch.setattr(packed, "IQ_TABLES", planes)            # the grid i-quants' table codes (kind 6)
+    monkeypatch.setattr(packed, "IQ_TABLES", planes)            # the grid i-quants' table codes (kinds 6, 14)
 
     lw = experts(qt, down)
     assert mg.supports(lw) and lw.down_exps.packed.kind == packed_kind(down or qt, planes)
