@@ -6,7 +6,8 @@ before spending device time on a kernel change (../shared METHOD: "read what cos
     or 16; env AHEAD, MAXNREG; reports the instruction mix of its longest loop too: the
     inner K loop, or in an 8-row tile the pass loop around it)
     python3 tests/gpu/sass_report.py [mma|gemv|dp4a|imma] [KIND] [BN] [WARPS]     (mma: rows per program STRATA_MMA_BM)     (dp4a: env L = lanes, default 32; RB = x rows per pass; STRATA_DP4A_XS weight rows per x load;
-    PDL=0 without the programmatic-dependent-launch wait and weight prefetch; SASS=1 prints the SASS)
+    PDL=0 without the programmatic-dependent-launch wait and weight prefetch; TAB: kind 6's or 14's table,
+    engine.kernels.iq4.TABLE_VALUES; SASS=1 prints the SASS)
 
 KIND: 1 Q8_0, 2 Q4_0, 3 Q4_1, 4 Q4_K. Read 2026-11-30 off the committed kernels (KIND 4):
 - mma BN 64 / 4 warps: 255 registers, 392 bytes of stack; BN 32 / 4 warps: 223, none; BN 64 / 8 warps:
@@ -49,11 +50,14 @@ def compile_kernel(which: str, kind: int, bn: int, warps: int):
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "row_c": "i32",
                "row_s": "i32", "row_g": "i32", "cap": "i32", "KIND": "constexpr", "BN": "constexpr", "L": "constexpr",
                "EVEN": "constexpr", "INTERP": "constexpr", "RB": "constexpr", "XS": "constexpr", "PF": "constexpr",
-               "PDL": "constexpr", "ORD": "constexpr"}
+               "PDL": "constexpr", "ORD": "constexpr", "TAB": "constexpr"}
+        if int(os.environ.get("TAB", "0")) or kind == 14:      # the table codes: float32 d, kind 14's scale words
+            sig.update(scales="*fp32", sub="*i32" if kind == 14 else "*u8")
         fn, const = dg._dp4a_kernel, {"KIND": kind, "BN": bn, "L": int(os.environ.get("L", "32")), "EVEN": True,
                                       "INTERP": False, "RB": int(os.environ.get("RB", dg.ROWS_PER_PASS)),
                                       "XS": dg.X_SHARED or 1, "PF": dg.PREFETCH == "1",
-                                      "PDL": os.environ.get("PDL", "1") == "1", "ORD": 0}
+                                      "PDL": os.environ.get("PDL", "1") == "1", "ORD": 0,
+                                      "TAB": int(os.environ.get("TAB", "0"))}
     elif which == "imma":
         sig = {"xq": "*i8", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i8" if kind == 1 else "*u8",
                "scales": "*i32" if kind == 4 else "*fp16", "sub": "*i32" if kind == 4 else "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_ps": "i32",
