@@ -43,8 +43,9 @@ COMMON = {"codes": "*u8", "scales": "*fp16", "sub": "*u8", "part_ptr": "*fp32", 
 def compile_kernel(which: str, kind: int, bn: int, warps: int):
     if which == "mma":
         sig = {"x_ptr": "*bf16", **COMMON, "M": "i32", "KIND": "constexpr", "BN": "constexpr",
-               "IEEE": "constexpr", "BM": "constexpr"}
-        fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False, "BM": sm.MMA_BM}
+               "IEEE": "constexpr", "BM": "constexpr", "TAB": "constexpr"}
+        fn, const = sm._mm_kernel, {"KIND": kind, "BN": bn, "IEEE": False, "BM": sm.MMA_BM,
+                                    "TAB": int(os.environ.get("TAB", "0"))}
     elif which == "dp4a":
         sig = {"xq": "*i32", "xds": "*fp32", "nreal_ptr": "*i32", "T": "i32", "codes": "*i32", "scales": "*fp16",
                "sub": "*u8", "part": "*fp32", "N": "i32", "K": "i32", "stride_pm": "i32", "row_c": "i32",
