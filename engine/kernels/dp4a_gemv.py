@@ -284,12 +284,12 @@ def _w_ptrs(n3, u3, codes, scales, sub, K, KIND: tl.constexpr):
             gp = sub + n3 * U + u3
     elif KIND == 3 or KIND == 8 or KIND == 9:     # two float32 a unit: Q6_K's halves' scales, (d, m)
         sp = scales + (n3 * NB + u3) * 2
-    elif KIND == 6:                 # d per 256 values, each 32-value run's scale - 32 (two runs a unit)
+    elif KIND == 6 or KIND == 14:   # d per 256 values, and each 32-value run's integer scale (two runs a unit),
         sp = scales + n3 * (K // 256) + u3 // 4
-        gp = sub + n3 * NB + 2 * u3
-    elif KIND == 14:                # d per 256 values, a word of four integer scales per 16 a unit
-        sp = scales + n3 * (K // 256) + u3 // 4
-        gp = sub + n3 * U + u3
+        if KIND == 6:
+            gp = sub + n3 * NB + 2 * u3
+        else:                       # or a word of four integer scales per 16 a unit
+            gp = sub + n3 * U + u3
     elif KIND == 10 or KIND == 13:  # d per 256 values, a word of four int8 sub-block scales a unit
         sp = scales + n3 * (K // 256) + u3 // 4
         if KIND == 10:
@@ -325,15 +325,12 @@ def _w_unit(cp, sp, gp, wok, wok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
         mn_lo = tl.load(gp + 8, mask=wok3, other=0).to(tl.float32)
         mn_hi = tl.load(gp + 9, mask=wok3, other=0).to(tl.float32)
-    elif KIND == 6:                 # IQ4_XS: 2 x 32 codes
+    elif KIND == 6 or KIND == 14:   # IQ4_XS and the table codes: 2 x 32 codes, d, the runs' two scales
         cb = tl.load(cp + 4, mask=wok, other=0)
         dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
         sc_lo = tl.load(gp, mask=wok3, other=0).to(tl.int32)
-        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
-    elif KIND == 14:                # table codes per 16: 2 x 32 codes, d, the scales' word
-        cb = tl.load(cp + 4, mask=wok, other=0)
-        dd = tl.load(sp, mask=wok3, other=0.0).to(tl.float32)
-        sc_lo = tl.load(gp, mask=wok3, other=0)
+        if KIND == 6:               # (kind 14: sc_lo is the word of the four 16s' scales)
+            sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)
     elif KIND == 10:                # Q6_K's planes: low nibbles (ca, cb), high bits (mn_lo), d, scales' word
         cb = tl.load(cp + 4, mask=wok, other=0)
         mn_lo = tl.load(cp + 8, mask=wok, other=0)

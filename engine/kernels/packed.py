@@ -386,9 +386,16 @@ def three_bit_planes(data: torch.Tensor, k: int) -> Packed:
 def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     """RUN_INT8_TYPES: each 32-value run's factor (engine.quant_iquants.run_factors) and its values'
     integers (Q8_0's planes with float32 scales, kind 1); RUN16_INT8_TYPES: the same per 16 values (kind
-    8's layout). The integers are read off the values the decoders give with d set to 1 (finite, non-zero
-    factors, so the quotients are whole: checked); a d of 0, inf or NaN then gives back what engine.quant
-    gives too."""
+    8's layout)."""
+    codes, scales, _ = _int8_runs(data, qtype, n, k)
+    return Packed(qtype, n, k, codes, scales)
+
+
+def _int8_runs(data: torch.Tensor, qtype: QT, n: int, k: int):
+    """(integers int8 [N, K], factors float32 [N, K/run], the factors with d = 1 [N, K/run]) of an i-quant
+    whose values are integer multiples of a factor per run of 16 or 32 values. The integers are read off
+    the values the decoders give with d set to 1 (finite, non-zero factors, so the quotients are whole:
+    checked); a d of 0, inf or NaN then gives back what engine.quant gives too."""
     from engine.quant import dequantize
     from engine.quant_iquants import run_factors
 
@@ -396,11 +403,17 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     run = 16 if qtype in RUN16_INT8_TYPES else 32
     codes = torch.empty((n, k), dtype=torch.int8, device=data.device)
     scales = torch.empty((n, k // run), dtype=torch.float32, device=data.device)
+    units = torch.empty((n, k // run), dtype=torch.float32, device=data.device)
     step = max(1, (1 << 22) // k)                 # rows at a time: bounded float32 temporaries
     for a in range(0, n, step):
         rows = data[a:a + step].reshape(-1, size)
         m = rows.shape[0] * block // k
-        unit = _unit_d(rows, qtype)
+        unit = rows.clone()
+        if qtype == QT.IQ1_M:                     # d = 1.0: 0x3C00, a nibble in the top of each scale word
+            unit[:, 49:57:2] = unit[:, 49:57:2] & 0x0F | torch.tensor([0x00, 0x00, 0xC0, 0x30], dtype=torch.uint8,
+                                                                        device=unit.device)
+        else:
+            unit[:, 0], unit[:, 1] = 0x00, 0x3C   # d = 1.0 (float16, little-endian)
         values = dequantize(unit.reshape(-1), qtype, m * k).reshape(m, k // run, run)
         f = run_factors(unit, qtype).reshape(m, k // run, 1)
         q = values / f
@@ -409,18 +422,8 @@ def _run_int8(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
                              f"their runs' scales")
         codes[a:a + m] = q.reshape(m, k).to(torch.int8)
         scales[a:a + m] = run_factors(rows, qtype).reshape(m, k // run)
-    return Packed(qtype, n, k, codes, scales)
-
-
-def _unit_d(rows: torch.Tensor, qtype: QT) -> torch.Tensor:
-    """Blocks [B, size] of an i-quant with d set to 1.0 (its factors are then their integer parts' over d)."""
-    unit = rows.clone()
-    if qtype == QT.IQ1_M:                     # d = 1.0: 0x3C00, a nibble in the top of each scale word
-        unit[:, 49:57:2] = unit[:, 49:57:2] & 0x0F | torch.tensor([0x00, 0x00, 0xC0, 0x30], dtype=torch.uint8,
-                                                                    device=unit.device)
-    else:
-        unit[:, 0], unit[:, 1] = 0x00, 0x3C   # d = 1.0 (float16, little-endian)
-    return unit
+        units[a:a + m] = f.reshape(m, k // run)
+    return codes, scales, units
 
 
 def _table_codes(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
@@ -428,27 +431,24 @@ def _table_codes(data: torch.Tensor, qtype: QT, n: int, k: int) -> Packed:
     value's index into iq4.TABLE_VALUES[TABLE_TYPES[qtype]] as 4-bit codes in `iq4_words`' order, d * TABLE_D
     per 256 values (float32) in `scales`, and each run's odd integer scale (its factor over that d,
     engine.quant_iquants.run_factors) in `sub`: int8 [N, K/256, 8] per 32 values (kind 6), or per 16 values
-    four to an int32 word [N, K/64] (kind 14). The integer values are _run_int8's (checked whole there); one
+    four to an int32 word [N, K/64] (kind 14). The integer values are _int8_runs' (checked whole there); one
     outside the table is an error."""
     from engine.kernels.iq4 import TABLE_VALUES
-    from engine.quant_iquants import run_factors
 
     tab = TABLE_TYPES[qtype]
     run = 16 if qtype in RUN16_INT8_TYPES else 32
-    p = _run_int8(data, qtype, n, k)
-    q = p.codes                                                 # [N, K] int8: the values over their factors
-    lut = torch.full((256,), -1, dtype=torch.int16, device=data.device)
+    q, f, unit = _int8_runs(data, qtype, n, k)                 # q: the values over their factors f
+    lut = torch.full((256,), -1, dtype=torch.int16)
     for i, v in enumerate(TABLE_VALUES[tab]):
         if lut[v & 0xFF] < 0:
             lut[v & 0xFF] = i
-    c = lut[q.view(torch.uint8).long()]
+    c = lut.to(data.device)[q.view(torch.uint8).int()]
     if (c < 0).any():
         raise ValueError(f"{qtype.name}: a value outside its table {TABLE_VALUES[tab]}")
     c = c.to(torch.uint8).reshape(n, k // 32, 2, 16)
     codes = iq4_words((c[:, :, 0] | c[:, :, 1] << 4).reshape(n, k // 2))
-    _, size = GGML_QUANT_SIZES[qtype]
-    sc = run_factors(_unit_d(data.reshape(-1, size), qtype), qtype) / TABLE_D[qtype]     # [K/256 blocks, runs]
-    d = p.scales.reshape(-1, 256 // run)[:, 0] / sc[:, 0]      # d * TABLE_D: exact (a product of it and sc)
+    sc = (unit / TABLE_D[qtype]).reshape(-1, 256 // run)       # the odd integers, [K/256 blocks, runs]
+    d = f.reshape(-1, 256 // run)[:, 0] / sc[:, 0]              # d * TABLE_D: exact (a product of it and sc)
     sub = sc.to(torch.int8).reshape(n, k // 256, 256 // run)
     sub = sub.contiguous() if run == 32 else sub.reshape(n, k // 16).view(torch.int32).contiguous()
     return Packed(qtype, n, k, codes, d.reshape(n, k // 256).contiguous(), sub, table=tab)

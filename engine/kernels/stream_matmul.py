@@ -175,21 +175,20 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: t
                                TAB).to(tl.float32)
             if KIND == 5:
                 blk = nn * (K // 32) + c * 8 + g
-                d = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
-                w_lo = d * v_lo
-                w_hi = d * v_hi
-            elif KIND == 6:
+                d_lo = tl.load(scales + blk, mask=okn & (c * 8 + g < K // 32), other=0.0).to(tl.float32)
+                d_hi = d_lo
+            else:
                 sb = nn * (K // 256) + c
                 d = tl.load(scales + sb, mask=okn, other=0.0).to(tl.float32)
-                d = d * tl.load(sub + sb * 8 + g, mask=okn, other=0).to(tl.float32)
-                w_lo = d * v_lo
-                w_hi = d * v_hi
-            else:               # the run's two 16s: bytes 2 g and 2 g + 1 of the block's 16 scales
-                sb = nn * (K // 256) + c
-                d = tl.load(scales + sb, mask=okn, other=0.0).to(tl.float32)
-                s16 = sub.to(tl.pointer_type(tl.int8), bitcast=True) + sb * 16 + 2 * g
-                w_lo = (d * tl.load(s16, mask=okn, other=0).to(tl.float32)) * v_lo
-                w_hi = (d * tl.load(s16 + 1, mask=okn, other=0).to(tl.float32)) * v_hi
+                if KIND == 6:
+                    d_lo = d * tl.load(sub + sb * 8 + g, mask=okn, other=0).to(tl.float32)
+                    d_hi = d_lo
+                else:           # the run's two 16s: bytes 2 g and 2 g + 1 of the block's 16 scales
+                    s16 = sub.to(tl.pointer_type(tl.int8), bitcast=True) + sb * 16 + 2 * g
+                    d_lo = d * tl.load(s16, mask=okn, other=0).to(tl.float32)
+                    d_hi = d * tl.load(s16 + 1, mask=okn, other=0).to(tl.float32)
+            w_lo = d_lo * v_lo
+            w_hi = d_hi * v_hi
         else:
             blk = nn * (K // 32) + c * 8 + g
             bok = okn & (c * 8 + g < K // 32)

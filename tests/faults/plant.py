@@ -97,8 +97,8 @@ FAULTS = [
           [DG + "test_decode_kernel_is_right_and_row_invariant", DG + "test_decode_kernel_lanes_and_steps"]),
     # IQ4_XS in 64-value units: its second run read with the first run's scale
     Fault("dp4a-iq4xs-runs-share-a-scale", "engine/kernels/dp4a_gemv.py",
-          "        sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 14:",
-          "        sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n    elif KIND == 14:",
+          "            sc_hi = tl.load(gp + 1, mask=wok3, other=0).to(tl.int32)\n",
+          "            sc_hi = tl.load(gp, mask=wok3, other=0).to(tl.int32)\n",
           [DG + "test_decode_kernel_is_right_and_row_invariant[IQ4_XS]",
            DG + "test_decode_kernel_lanes_and_steps[4096-IQ4_XS]"]),
     Fault("dp4a-last-row-skipped", "engine/kernels/dp4a_gemv.py",
@@ -630,7 +630,7 @@ FAULTS = [
     # IQ2_XS / IQ2_S / IQ1_M as int8 codes: IQ1_M's d of 1 written where the other types keep d (its codes'
     # bytes), IQ2_S's scales read at IQ2_XS's place
     Fault("packer-iq1m-unit-d", "engine/kernels/packed.py",
-          "    if qtype == QT.IQ1_M:                     # d = 1.0", "    if False:                     # d = 1.0",
+          "        if qtype == QT.IQ1_M:                     # d = 1.0", "        if False:                     # d = 1.0",
           [PK + "test_run16_int8_types_are_int8_codes_with_a_scale_per_16[IQ1_M]"]),
     Fault("iq2s-factor-place", "engine/quant_iquants.py",
           "QT.IQ2_S: lambda blocks: _iq2_xs_db(blocks, 74),", "QT.IQ2_S: lambda blocks: _iq2_xs_db(blocks),",
@@ -720,8 +720,8 @@ FAULTS = [
           "            + (sc_lo & 255) * tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)",
           [DG + "test_decode_kernel_is_right_and_row_invariant[IQ2_XS-table]"]),
     Fault("iq-table16-prompt-scale", "engine/kernels/stream_matmul.py",
-          "w_hi = (d * tl.load(s16 + 1, mask=okn, other=0).to(tl.float32)) * v_hi",
-          "w_hi = (d * tl.load(s16, mask=okn, other=0).to(tl.float32)) * v_hi",
+          "d_hi = d * tl.load(s16 + 1, mask=okn, other=0).to(tl.float32)",
+          "d_hi = d * tl.load(s16, mask=okn, other=0).to(tl.float32)",
           [PK + "test_kernel_reads_the_layout_like_engine_quant[IQ1_M-table]"]),
     Fault("iq-table-packer-d", "engine/kernels/packed.py",
           "TABLE_D = {QT.IQ3_XXS: 0.25,", "TABLE_D = {QT.IQ3_XXS: 0.5,",
