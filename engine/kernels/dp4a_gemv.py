@@ -33,12 +33,6 @@ from engine.kernels import lane_tree, pdl
 from engine.kernels.iq4 import kvalues8
 from engine.kernels.packed import Packed
 
-# Q2_K's planes: each x row's integer sums per 16 values (the minimums' factors) taken once per x load in
-# _x_unit, so the two weight rows of an XS == 2 thread share them, instead of once per weight row in
-# _dot_unit (STRATA_Q2K_XSUMS=1; the same integers, so the same bits: off until measured on a GPU,
-# tests/gpu/run_q2k_xsums.sh)
-Q2K_XSUMS = tl.constexpr(os.environ.get("STRATA_Q2K_XSUMS", "0") == "1")
-
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # every FMA is written out (tl.fma) and no other multiply-add is fused: the float arithmetic is the one
 # this source spells, not a choice the compiler may make differently for another kernel shape
@@ -109,9 +103,7 @@ def _dp4a(a, b, c, INTERP: tl.constexpr):
 @triton.jit
 def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr, INTERP: tl.constexpr):
     """One x row's share of a unit step: its int8 words (four 16-byte vectors for the 64 values of Q4_K
-    and IQ4_XS, two for the 32-value types) and its block scales (d, d * sum(q)) at the lanes' full shape;
-    for Q2_K's planes under Q2K_XSUMS, s0 and s1 are the integer sums of its four 16s instead, two a word
-    (_sum_pair)."""
+    and IQ4_XS, two for the 32-value types) and its block scales (d, d * sum(q)) at the lanes' full shape."""
     x0 = tl.load(xp, mask=ok, other=0)
     x1 = tl.load(xp + 4, mask=ok, other=0)
     x2 = x0
@@ -129,9 +121,6 @@ def _x_unit(xp, dp, ok, ok3, KIND: tl.constexpr, INTERP: tl.constexpr):
         x3 = tl.load(xp + 12, mask=ok, other=0)
         d1 = tl.load(dp + 2, mask=ok3, other=0.0)
         s1 = s0
-        if KIND == 12 and Q2K_XSUMS:
-            s0 = _sum_pair(x0, x1, INTERP)
-            s1 = _sum_pair(x2, x3, INTERP)
     else:
         if KIND == 2 or KIND == 3 or KIND == 9:
             s0 = tl.load(dp + 1, mask=ok3, other=0.0)
@@ -152,9 +141,9 @@ def _dot_unit(acc, x0, x1, x2, x3, d0, s0, d1, s1, ca, cb, dd, dmin, sc_lo, sc_h
     scaled under x's d0 here, the second 32 under d1 in scale_unit."""
     zero = tl.zeros_like(ca)
     if KIND == 12:                  # Q2_K's planes: integer sums per 16 under the scale word's sc and m
-        plo, phi = _q2k_half(ca, cb, x0, x1, sc_lo, s0, INTERP)
+        plo, phi = _q2k_half(ca, cb, x0, x1, sc_lo, INTERP)
         acc = tl.fma(d0, tl.fma(-dmin, phi.to(tl.float32), dd * plo.to(tl.float32)), acc)
-        plo, phi = _q2k_half(mn_lo, mn_hi, x2, x3, sc_lo >> 16, s1, INTERP)
+        plo, phi = _q2k_half(mn_lo, mn_hi, x2, x3, sc_lo >> 16, INTERP)
     elif KIND == 8 or KIND == 10 or KIND == 13:
         plo = tl.sum(_dp4a(ca, x0, zero, INTERP), axis=3)
         phi = tl.sum(_dp4a(cb, x1, zero, INTERP), axis=3)
@@ -195,25 +184,13 @@ def _x_sums(xa, xb, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _sum_pair(xa, xb, INTERP: tl.constexpr):
-    """_x_sums' two sums, one in each half of a word."""
-    n0, n1 = _x_sums(xa, xb, INTERP)
-    return (n0 & 0xFFFF) | (n1 << 16)
-
-
-@triton.jit
-def _q2k_half(va, vb, xa, xb, w, ns, INTERP: tl.constexpr):
+def _q2k_half(va, vb, xa, xb, w, INTERP: tl.constexpr):
     """One 32-value half of a Q2_K planes unit: (sum sc q x, sum m x) over its two 16s, exact integers; w's
-    low two bytes are the 16s' (sc | m << 4); ns the x sums of the two 16s (_sum_pair) under Q2K_XSUMS,
-    else they are taken here."""
+    low two bytes are the 16s' (sc | m << 4)."""
     zero = tl.zeros_like(va)
     p0 = tl.sum(_dp4a(va, xa, zero, INTERP), axis=3)
     p1 = tl.sum(_dp4a(vb, xb, zero, INTERP), axis=3)
-    if Q2K_XSUMS:
-        n0 = (ns << 16) >> 16
-        n1 = ns >> 16
-    else:
-        n0, n1 = _x_sums(xa, xb, INTERP)
+    n0, n1 = _x_sums(xa, xb, INTERP)
     return (w & 15) * p0 + ((w >> 8) & 15) * p1, ((w >> 4) & 15) * n0 + ((w >> 12) & 15) * n1
 
 

@@ -99,30 +99,6 @@ def test_weight_rows_sharing_x_loads_give_the_same_bits(dg, qt, planes):
         assert torch.equal(one, two) and one[:, :n_real].any() and not two[:, n_real:].any()
 
 
-def test_q2k_x_sums_taken_once_per_x_load_give_the_same_bits(dg, monkeypatch):
-    """STRATA_Q2K_XSUMS=1: Q2_K's planes take each x row's sums per 16 once per x load (shared by an xs=2
-    thread's two weight rows) instead of once per weight row: the same integers, so the same bits, at
-    xs 1 and 2, 1 and 5 real rows, 1 and 2 x rows a pass."""
-    import triton.language as tl
-
-    if DEV == "cuda" and not dg.Q2K_XSUMS:     # a compiled kernel keeps the globals it was compiled with
-        pytest.skip("on a GPU this runs with STRATA_Q2K_XSUMS=1")
-    k = 1280
-    p = pack(blocks(QT.Q2_K, 20, k, 16).to(DEV), QT.Q2_K, k, planes=True)
-    x = torch.randn(8, k, generator=torch.Generator().manual_seed(17)).to(DEV)
-    cases = [(m, n_real, xs, rb) for m, n_real in ((1, 1), (8, 5)) for xs in (1, 2) for rb in (1, 2)]
-
-    def run():
-        return [dg.matmul_parts(x[:m].contiguous(), p, torch.tensor([n_real], device=DEV), None, 1, 1, xs=xs,
-                                rb=rb)[0] for m, n_real, xs, rb in cases]
-
-    monkeypatch.setattr(dg, "Q2K_XSUMS", tl.constexpr(False))
-    old = run()
-    monkeypatch.setattr(dg, "Q2K_XSUMS", tl.constexpr(True))
-    new = run()
-    assert all(torch.equal(a, b) for a, b in zip(old, new)) and old[-1][:, :5].any()
-
-
 def test_rows_per_pass_give_the_same_bits(dg):
     """x rows per pass 1, 4 and 8 (each loaded weight unit serving the pass's rows; rows past the real
     count skipped), with and without the next step's weights prefetched: the same bits for 6 real rows (one pass of 8, two rows short) and 11 (8 + 3, the
