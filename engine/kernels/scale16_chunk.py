@@ -1,13 +1,13 @@
 """The prompt kernels' values of the types with a scale per 16 values, laid out as [BN, 8, 32].
 
-Q6_K's and Q3_K's int8 codes (kind 8), and the 6-, 2- and 3-bit planes (kinds 10, 12, 13:
+Q6_K's and Q3_K's int8 codes (kind 8), and Q6_K's 6-bit and Q2_K's 2-bit planes (kinds 10, 12:
 engine.kernels.packed) keep a scale per 16 values. engine.kernels.stream_matmul._chunk_weights builds
-their 256-value chunk as [BN, 16, 16] (one scale load per 16, not per value: a per-value scale load
-overflowed the pipelined tensor-core kernel's shared memory on the H100) and reshapes it to [BN, 8,
-32]. Here (STRATA_PROMPT_W32=1) the chunk is built as [BN, 8, 32] directly: each 32 values' two
-scales are loaded once each and a select by the value's half picks one, so no reshape is needed. The
-same values, bit for bit (each one's float arithmetic is the same); whether it is faster is for a GPU
-to say (tests/gpu/run_prompt_w32.sh).
+their 256-value chunk here as [BN, 8, 32] directly: each 32 values' two scales are loaded once each and a
+select by the value's half picks one (STRATA_PROMPT_W32=1, the default), instead of as [BN, 16, 16] (one
+scale load per 16, not per value: a per-value scale load overflowed the pipelined tensor-core kernel's
+shared memory on the H100) reshaped to [BN, 8, 32]. The same values, bit for bit (each one's float
+arithmetic is the same); 2.1-2.2x faster 128-row tiles on an H100 (stream_matmul.PROMPT_W32). Q3_K's
+3-bit planes (kind 13) stay [BN, 16, 16]: built here they ran 2.4x slower.
 """
 from __future__ import annotations
 
@@ -40,22 +40,12 @@ def scale16_values(codes, scales, sub, nn, okn, c, K, KIND: tl.constexpr):
         at = sub.to(tl.pointer_type(tl.int8), bitcast=True) + nn * (K // 16) + c * 16 + 2 * g
         sc = tl.where(h == 0, tl.load(at, mask=okn, other=0), tl.load(at + 1, mask=okn, other=0))
         d = tl.load(scales + nn * (K // 256) + c, mask=okn, other=0.0).to(tl.float32) * sc.to(tl.float32)
-    else:                                        # Q2_K's and Q3_K's planes: the low 2 bits a plane
+    else:                                        # Q2_K's planes: d sc q - dmin m, (sc | m << 4) a byte per 16
         cb = tl.load(codes + nn * (K // 4) + (c * 4 + g // 2) * 16 + j16, mask=okn, other=0).to(tl.int32)
-        low = (cb >> (2 * q4)) & 3
-        if KIND == 12:                           # Q2_K: d sc q - dmin m, (sc | m << 4) a byte per 16
-            at = sub.to(tl.pointer_type(tl.uint8), bitcast=True) + nn * (K // 16) + c * 16 + 2 * g
-            sm = tl.where(h == 0, tl.load(at, mask=okn, other=0), tl.load(at + 1, mask=okn, other=0)).to(tl.int32)
-            sb = nn * (K // 256) + c
-            q = low.to(tl.float32)
-            d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32) * (sm & 15).to(tl.float32)
-            ml = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32) * (sm >> 4).to(tl.float32)
-        else:                                    # Q3_K: d sc q, the third bits as five_bit_planes' fifth
-            unit = sub.to(tl.pointer_type(tl.int8), bitcast=True) + (nn * (K // 64) + c * 4 + g // 2) * 12
-            hb = tl.load(unit + 4 + 4 * (j16 // 8) + j16 % 4, mask=okn, other=0).to(tl.int32)
-            u = low | (((hb >> (2 * q4 + (j16 // 4) % 2)) & 1) << 2)
-            q = ((u ^ 4) - 4).to(tl.float32)
-            sc = tl.where(h == 0, tl.load(unit + 2 * (g % 2), mask=okn, other=0),
-                          tl.load(unit + 2 * (g % 2) + 1, mask=okn, other=0))
-            d = tl.load(scales + nn * (K // 256) + c, mask=okn, other=0.0).to(tl.float32) * sc.to(tl.float32)
+        q = ((cb >> (2 * q4)) & 3).to(tl.float32)
+        at = sub.to(tl.pointer_type(tl.uint8), bitcast=True) + nn * (K // 16) + c * 16 + 2 * g
+        sm = tl.where(h == 0, tl.load(at, mask=okn, other=0), tl.load(at + 1, mask=okn, other=0)).to(tl.int32)
+        sb = nn * (K // 256) + c
+        d = tl.load(scales + sb * 2, mask=okn, other=0.0).to(tl.float32) * (sm & 15).to(tl.float32)
+        ml = tl.load(scales + sb * 2 + 1, mask=okn, other=0.0).to(tl.float32) * (sm >> 4).to(tl.float32)
     return d * q - ml

@@ -37,10 +37,12 @@ IQ4_PRMT = tl.constexpr(os.environ.get("STRATA_IQ4_PRMT", "1") == "1")
 # such a block; a row's tensor-core sums do not depend on the block's other rows). H200, llama-3-8b Q4_K,
 # 512-token prompt: 2,899 tok/s at 64, 1,581 at 16
 MMA_BM = int(os.environ.get("STRATA_MMA_BM", "64"))
-# the values of the types with a scale per 16 (kinds 8, 10, 12, 13) built as [BN, 8, 32] with each 32's two
-# scales selected (1: engine.kernels.scale16_chunk), or as [BN, 16, 16] and reshaped (0); the same values.
-# Off until measured on a GPU (tests/gpu/run_prompt_w32.sh)
-PROMPT_W32 = tl.constexpr(os.environ.get("STRATA_PROMPT_W32", "0") == "1")
+# the values of kinds 8, 10 and 12 (a scale per 16) built as [BN, 8, 32] with each 32's two scales selected
+# (1: engine.kernels.scale16_chunk), or as [BN, 16, 16] and reshaped (0); the same values. H100, 2026-12-07
+# (tests/gpu/run_tables_w32.sh), the 8B's 128-row gate|up tile: Q6_K / Q3_K int8 codes (kind 8) 694 -> 323
+# us, Q6_K's planes (10) 882 -> 516, Q2_K's (12) 759 -> 359; the 8B Q6_K 512-token prompt 10,971 -> 11,123
+# tok/s. Q3_K's planes (13) stay [BN, 16, 16]: 582 -> 1,417 us so (the 8B prompt 12,060 -> 7,429)
+PROMPT_W32 = tl.constexpr(os.environ.get("STRATA_PROMPT_W32", "1") == "1")
 
 
 @triton.jit
@@ -71,7 +73,7 @@ def _chunk_weights(codes, scales, sub, n, n_ok, c, K, KIND: tl.constexpr, TAB: t
         kk = c * 256 + g * 32 + j
         ok = okn & (kk < K)
         bok = okn & (c * 8 + g < K // 32)
-        if (KIND == 8 or KIND >= 10) and PROMPT_W32:
+        if (KIND == 8 or KIND == 10 or KIND == 12) and PROMPT_W32:
             w_lo = scale16_values(codes, scales, sub, nn, okn, c, K, KIND)
         elif KIND == 8 or KIND >= 10:                # (d * sc) per 16 values, times q (- Q2_K's m), as [BN, 16, 16]
             g16 = tl.arange(0, 16)[None, :, None]    # (a scale per value would be a [BN, 8, 32] load: the

@@ -394,18 +394,20 @@ def test_prompt_kernels_iq4_values_by_select_tree(sm, qt, monkeypatch):
                        dequantize(data, qt, 20 * k).reshape(20, k))
 
 
+@pytest.mark.parametrize("w32", [True, False], ids=["w32", "w16"])
 @pytest.mark.parametrize("qt,planes", [(QT.Q6_K, True), (QT.Q6_K, False), (QT.Q3_K, True), (QT.Q2_K, True),
-                                       (QT.IQ2_XS, None)], ids=["Q6_K-planes", "Q6_K", "Q3_K-planes", "Q2_K-planes",
-                                                                "IQ2_XS"])
-def test_prompt_kernels_scale16_values_as_rows_of_32(sm, qt, planes, monkeypatch):
-    """STRATA_PROMPT_W32=1: the types with a scale per 16 (kinds 8, 10, 12, 13) take their prompt values as
-    [BN, 8, 32] (engine.kernels.scale16_chunk) instead of [BN, 16, 16] reshaped: engine.quant's values bit
-    for bit, through the prompt tile's values and the dequantize kernel."""
+                                       (QT.IQ2_XS, False)], ids=["Q6_K-planes", "Q6_K", "Q3_K-planes", "Q2_K-planes",
+                                                                 "IQ2_XS"])
+def test_prompt_kernels_scale16_values_as_rows_of_32(sm, qt, planes, w32, monkeypatch):
+    """STRATA_PROMPT_W32 (default 1): the types with a scale per 16 take their prompt values as [BN, 8, 32]
+    (engine.kernels.scale16_chunk; kinds 8, 10, 12) or, at 0 and always for Q3_K's planes (kind 13), as
+    [BN, 16, 16] reshaped: engine.quant's values bit for bit either way, through the prompt tile's values
+    and the dequantize kernel."""
     import triton.language as tl
 
-    if DEV == "cuda" and not sm.PROMPT_W32:     # a compiled kernel keeps the globals it was compiled with
-        pytest.skip("on a GPU this runs with STRATA_PROMPT_W32=1")
-    monkeypatch.setattr(sm, "PROMPT_W32", tl.constexpr(True))
+    if DEV == "cuda" and w32 != bool(sm.PROMPT_W32):   # a compiled kernel keeps the globals it was compiled with
+        pytest.skip(f"on a GPU this runs with STRATA_PROMPT_W32={int(w32)}")
+    monkeypatch.setattr(sm, "PROMPT_W32", tl.constexpr(w32))
     monkeypatch.setattr(packed_module, "IQ2_INT8", True)
     data = blocks(qt, 20, 768, 4)
     p = pack(data.to(DEV), qt, 768, planes=planes)
