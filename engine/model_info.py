@@ -36,12 +36,12 @@ def cpu_matrix_bytes(t, bytes_per_value: int, fast: bool) -> int:
     return parts * t.n_elements * 5 // 8 if parts else t.n_elements * bytes_per_value
 
 
-# GPU stages keep these IQ types as Q8_0's planes with float32 scales, 9 bits per value
-# (engine.kernels.packed.RUN_INT8_TYPES; tests/engine/test_packed.py holds the two equal)
+# GPU stages keep these IQ types as 4-bit codes into a table of 16 values in IQ4_XS's layout, 4.375 bits
+# (engine.kernels.packed.TABLE_TYPES; RUN16_INT8 below so too, with a scale per 16: 4.625 bits), or with
+# STRATA_IQ_TABLES=0 as Q8_0's planes with float32 scales, 9 bits per value (engine.kernels.packed.RUN_INT8_TYPES;
+# tests/engine/test_packed.py holds the two equal)
 RUN_INT8 = frozenset({"IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ1_S"})
-# ... or, with STRATA_IQ_TABLES=1, as 4-bit codes into a table of 16 values in IQ4_XS's layout, 4.375 bits
-# (engine.kernels.packed.TABLE_TYPES; RUN16_INT8 below so too, with a scale per 16: 4.625 bits)
-IQ_TABLES = os.environ.get("STRATA_IQ_TABLES", "0") == "1"
+IQ_TABLES = os.environ.get("STRATA_IQ_TABLES", "1") == "1"
 # GPU stages keep Q6_K in 6-bit planes, the file's bytes (STRATA_Q6K_PLANES=1), or as int8 codes
 # (engine.kernels.packed.Q6K_PLANES takes this value)
 Q6K_PLANES = os.environ.get("STRATA_Q6K_PLANES", "1") == "1"
@@ -49,8 +49,8 @@ Q6K_PLANES = os.environ.get("STRATA_Q6K_PLANES", "1") == "1"
 Q5K_PLANES = os.environ.get("STRATA_Q5K_PLANES", "1") == "1"
 # ... and Q3_K in 3-bit planes, 3.5625 bits (STRATA_Q3K_PLANES=1), or as int8 codes (=0)
 Q3K_PLANES = os.environ.get("STRATA_Q3K_PLANES", "1") == "1"
-# ... and IQ2_XS, IQ2_S, IQ1_M as int8 codes under a float32 factor per 16 values, 10 bits (STRATA_IQ2_INT8=0:
-# the GGUF layout, its kernel and, for expert stacks, the per-expert loop)
+# ... and with STRATA_IQ_TABLES=0, IQ2_XS, IQ2_S, IQ1_M as int8 codes under a float32 factor per 16 values, 10
+# bits (and STRATA_IQ2_INT8=0: the GGUF layout, its kernel and, for expert stacks, the per-expert loop)
 RUN16_INT8 = frozenset({"IQ2_XS", "IQ2_S", "IQ1_M"})
 IQ2_INT8 = os.environ.get("STRATA_IQ2_INT8", "1") == "1"
 # Bytes a value of the types GPU stages keep in a form other than the file's (engine.kernels.packed), as a

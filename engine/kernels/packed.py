@@ -120,8 +120,11 @@ IQ2_INT8 = model_info.IQ2_INT8
 # (STRATA_IQ_TABLES=1). H200, 2026-12-07 (tests/gpu/run_iq_tables.sh): llama-3-8b shape IQ3_S one stream
 # 329 -> 440 tok/s, eight 1,169 -> 1,341, weights 8,089 -> 4,130 MiB; IQ2_XS one 322 -> 434, eight 1,185 ->
 # 1,045 (kind 14's rows a pass not yet tuned); qwen3-30b-a3b IQ2_XS one 328 -> 454, four 664 -> 832, prompt
-# 4,807 -> 8,895, weights 35,977 -> 16,756 MiB; batch-tests IDENTICAL. Off: the same call's kernel bench
-# stopped on an illegal address at the down matrix, not yet explained (tests/gpu/run_iq_tables_down.sh)
+# 4,807 -> 8,895, weights 35,977 -> 16,756 MiB; batch-tests IDENTICAL. H100, 2026-12-07 (run_tables_w32.sh):
+# the 8B IQ2_XS one stream 400 tok/s (261 as int8 codes, run_iq2_int8.sh), eight 1,032 (1,168). That H200
+# call's kernel bench once stopped on an illegal address at the down matrix; two H100 runs of the same bench
+# (blocking launches, then not) and the table kernel tests on the GPU (41) passed. On by default
+# (STRATA_IQ_TABLES=0: the int8 forms)
 IQ_TABLES = model_info.IQ_TABLES
 TABLE_TYPES = {QT.IQ3_XXS: 1, QT.IQ3_S: 2, QT.IQ2_XXS: 3, QT.IQ1_S: 4, QT.IQ2_XS: 3, QT.IQ2_S: 3, QT.IQ1_M: 4}
 TABLE_D = {QT.IQ3_XXS: 0.25, QT.IQ3_S: 1.0, QT.IQ2_XXS: 0.125, QT.IQ1_S: 0.125, QT.IQ2_XS: 0.125, QT.IQ2_S: 0.125,

@@ -34,7 +34,7 @@ def test_tensor_core_rows_give_the_int8_kernels_bits(mods, qt, k):
     """Each (weight row, x row) equal to the int8 kernel's, for 16, 5 of 16 and 3 real rows and a last
     program past the weight rows (37 rows, 16 a program); zeros past the real rows."""
     dg, dm, lt = mods
-    p = pack(blocks(qt, 37, k, 21).to(DEV), qt, k)
+    p = pack(blocks(qt, 37, k, 21).to(DEV), qt, k, planes=False)    # (IQ3_S: its int8 planes, kind 1)
     assert dm.supports(p)
     x = torch.randn(16, k, generator=torch.Generator().manual_seed(22)).to(DEV)
     x[3] *= 1e3                                       # rows of other scales: a wrong order shows in the bits

@@ -528,4 +528,5 @@ def test_effective_configuration_names_each_types_gpu_form(gemma_file, monkeypat
         "2-bit planes" if packed_module.Q2K_PLANES else "the GGUF layout",
         "3-bit planes" if packed_module.Q3K_PLANES else "int8 codes",
         "5-bit planes" if packed_module.Q5K_PLANES else "int8 codes",
-        "int8 codes" if packed_module.IQ2_INT8 else "the GGUF layout", "int8 planes", "the GGUF layout"]
+        "4-bit table codes" if packed_module.IQ_TABLES else "int8 codes" if packed_module.IQ2_INT8 else "the GGUF layout",
+        "4-bit table codes" if packed_module.IQ_TABLES else "int8 planes", "the GGUF layout"]

@@ -122,12 +122,13 @@ def qm():
 
 @pytest.mark.parametrize("qtype", [QT.IQ4_XS, QT.IQ2_XS, QT.IQ1_M], ids=lambda t: t.name)
 def test_gpu_path_falls_back_to_the_dense_copy(qm, monkeypatch, qtype):
-    """Types without GPU kernels (IQ2_XS, IQ1_M under STRATA_IQ2_INT8=0), and IQ4 under STRATA_GPU_IQ4=0,
-    keep a dense copy."""
+    """Types without GPU kernels (IQ2_XS, IQ1_M under STRATA_IQ_TABLES=0 STRATA_IQ2_INT8=0), and IQ4 under
+    STRATA_GPU_IQ4=0, keep a dense copy."""
     from engine.kernels import packed
 
     monkeypatch.setattr(packed, "GPU_IQ4", False)
     monkeypatch.setattr(packed, "IQ2_INT8", False)
+    monkeypatch.setattr(packed, "IQ_TABLES", False)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     raw = _random_blocks(qtype, 20, np.random.default_rng(2), 0.01)
     w = QuantTensor(torch.from_numpy(raw).to(device), qtype, (20, 256))
