@@ -655,10 +655,10 @@ ROWS_PER_PASS = int(os.environ.get("STRATA_DP4A_RB", "4"))
 # 289 -> 243 us; eight 8B streams 1,268 -> 1,463 tok/s), Q2_K 2 (247 -> 218 / 474 -> 420 us), Q3_K 4 (115 /
 # 211 us; 122 / 226 at 8). STRATA_DP4A_RB sets every kind's
 PASS_ROWS = {1: 8, 3: 8, 8: 8, 10: 8, 11: 8, 12: 2} if "STRATA_DP4A_RB" not in os.environ else {}
-# ... and the grid i-quants' table codes in IQ4_XS's layout (kind 6 with a table) at 8: H100, 2026-12-07
-# (tests/gpu/run_tables_w32.sh), IQ3_S 8 / 16 rows at 4 -> 8: gate|up 72 -> 61 / 143 -> 111 us, down 41 ->
-# 26 / 79 -> 49. Kind 14 stays at 4 (gate|up 97 / 96, down 44 -> 63 at 8 rows; eight 8B IQ2_XS streams
-# 1,032 -> 878 tok/s)
+# ... and the grid i-quants' table codes in IQ4_XS's layout (kind 6 with a table) at 8: H100, 2026-12-07,
+# IQ3_S 8 / 16 rows at 4 -> 8 (tests/gpu/run_tables_w32.sh): gate|up 72 -> 61 / 143 -> 111 us, down 41 -> 26
+# / 79 -> 49; eight 8B IQ3_S streams 1,324 -> 1,359 tok/s (run_tables_rb8.sh, batch-test IDENTICAL). Kind 14
+# stays at 4: at 8 rows gate|up 97 / 96 us, down 44 -> 63; eight 8B IQ2_XS streams 1,032 -> 878 tok/s
 TABLE_PASS_ROWS = {6: 8} if "STRATA_DP4A_RB" not in os.environ else {}
 # weight rows that share each x load (1 or 2; STRATA_DP4A_XS, default: by shape, shared_x): a thread
 # holds XS weight rows, so x (the same for every weight row, read through L1) is loaded once for XS of
