@@ -4,7 +4,7 @@
 # a scale per 16, kind 14, 4.625 bits; engine.kernels.iq4.TABLE_VALUES) against their int8 planes / codes
 # (kinds 1 and 8, 9 and 10 bits). The kernel tests with it on, the 8B matrices each way, small MoE
 # batch-tests, the llama-3-8b shape IQ3_S and IQ2_XS one and eight streams each way, the qwen3-30b-a3b
-# shape IQ2_XS one and four streams each way. If it wins: IQ_TABLES on. Carry [".whl"]. Log: $OUT/log.txt.
+# shape IQ2_XS one and four streams each way (on by default since session 44). Carry [".whl"]. Log: $OUT/log.txt.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
