@@ -408,7 +408,6 @@ def test_prompt_kernels_scale16_values_as_rows_of_32(sm, qt, planes, w32, monkey
     if DEV == "cuda" and w32 != bool(sm.PROMPT_W32):   # a compiled kernel keeps the globals it was compiled with
         pytest.skip(f"on a GPU this runs with STRATA_PROMPT_W32={int(w32)}")
     monkeypatch.setattr(sm, "PROMPT_W32", tl.constexpr(w32))
-    monkeypatch.setattr(packed_module, "IQ2_INT8", True)
     data = blocks(qt, 20, 768, 4)
     p = pack(data.to(DEV), qt, 768, planes=planes)
     assert p.kind in (8, 10, 12, 13)
