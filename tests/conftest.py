@@ -19,6 +19,30 @@ os.environ.setdefault("STRATA_STUDIO_HOME", tempfile.mkdtemp(prefix="strata-test
 import pytest  # noqa: E402
 
 
+def _fixed_order_interpreter_dot() -> None:
+    """Under TRITON_INTERPRET, tl.dot is numpy's matmul, which hands float32 to OpenBLAS. Some of its CPU
+    kernels (this 2-core AMD EPYC's, 2026-12-07) sum a row's products in an order that depends on where the
+    row sits in the block, so a kernel that is row-invariant on the GPU's MMA would fail its row-invariance
+    tests here. einsum sums each output in the same order wherever its row is, as the MMA does."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    from triton.runtime import interpreter
+
+    real = interpreter.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.data.dtype in (np.float32, np.float64) and b.data.dtype == a.data.dtype:
+            prod = np.einsum("...ik,...kj->...ij", a.data, b.data, dtype=d.data.dtype)
+            return interpreter.TensorHandle(prod + d.data, d.dtype.scalar)
+        return real(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot
+
+
+_fixed_order_interpreter_dot()
+
+
 @pytest.fixture(scope="session")
 def smol_path():
     from engine.model_files import default_model_path

@@ -7,7 +7,9 @@ plants each fault alone and runs that fault's tests: CAUGHT when they fail, MISS
 Faults in the bfloat16 tl.dot branches of the Triton matmuls are planted (so their pattern is checked)
 but not run: the interpreter's bf16 tl.dot is wrong; tests/gpu/bench_matmul.py checks them on a GPU.
 
-    make faults          # or: .venv/bin/python tests/faults/plant.py [--keep] [NAME ...]
+    make faults          # or: .venv/bin/python tests/faults/plant.py [--keep] [--jobs N] [NAME ...]
+
+Two faults run at once by default, each in its own copy (the machine's two cores; --jobs 1 for one).
 
 Exit status 1 when a fault is MISSED, the unmodified copy fails, or a pattern is not found exactly
 once (the code moved: update the table). The tests run with the calling interpreter (the project's
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -784,44 +788,65 @@ def tally(sel: str, outcomes: dict[str, str]) -> str:
     return f"{sum(o in ('FAILED', 'ERROR') for o in mine)}/{len(mine)} failed"
 
 
+def run_fault(copy: Path, f: Fault) -> tuple[str, str, str, list[tuple[str, str]]]:
+    """Plant one fault in this copy, run its tests, restore the file: (fault, result, seconds, tallies)."""
+    if not f.tests:                             # its pattern was checked; nothing runs without a GPU
+        return f.name, "GPU only", "", [("tests/gpu/bench_matmul.py", "(not run here)")]
+    original = plant(copy, f)
+    try:
+        rc, outcomes, secs = pytest(copy, f.tests, copy / f"{f.name}.log")
+    finally:
+        (copy / f.file).write_text(original)
+    if rc not in (0, 1) or outcomes.get(WHERE + "::test_modules_come_from_the_copy") != "PASSED":
+        print((copy / f"{f.name}.log").read_text()[-3000:])    # 2-5: interrupted, usage or
+        raise SystemExit(f"fault {f.name}: pytest exited {rc}: no verdict")  # collection error
+    verdict = "CAUGHT" if any(o in ("FAILED", "ERROR") for o in outcomes.values()) else "MISSED"
+    print(f"  {f.name}: {verdict} ({secs:.0f} s)", flush=True)
+    return f.name, verdict, f"{secs:.0f}", [(short(s), tally(s, outcomes)) for s in f.tests]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", help="faults to plant (default: all)")
-    ap.add_argument("--keep", action="store_true", help="keep the copy and the pytest logs")
+    ap.add_argument("--keep", action="store_true", help="keep the copies and the pytest logs")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="faults run at once, each in its own copy (default: 2, or 1 on one core)")
     args = ap.parse_args()
     faults = [f for f in FAULTS if not args.names or f.name in args.names]
     if not faults:
         sys.exit(f"no such fault; known: {', '.join(f.name for f in FAULTS)}")
     start = time.monotonic()
-    copy = Path(tempfile.mkdtemp(prefix="strata-faults-"))
+    copies = [Path(tempfile.mkdtemp(prefix="strata-faults-")) for _ in range(max(1, args.jobs))]
     try:
-        copy_project(copy)
+        for copy in copies:
+            copy_project(copy)
         for f in faults:                       # every pattern exists once before anything runs
-            (copy / f.file).write_text(plant(copy, f))
+            (copies[0] / f.file).write_text(plant(copies[0], f))
         union = list(dict.fromkeys(t for f in faults for t in f.tests))
-        rc, outcomes, secs = pytest(copy, union, copy / "baseline.log")
+        xdist = ["-n", str(len(copies)), "--dist", "loadscope"] if len(copies) > 1 else []
+        rc, outcomes, secs = pytest(copies[0], xdist + union, copies[0] / "baseline.log")
         bad = [short(n) + " " + o for n, o in outcomes.items() if o != "PASSED"]
         print(f"unmodified copy: {len(outcomes)} tests, {'PASS' if rc == 0 and not bad else 'FAIL'} ({secs:.0f} s)")
         if rc != 0 or bad:
-            print((copy / "baseline.log").read_text()[-4000:])
+            print((copies[0] / "baseline.log").read_text()[-4000:])
             print("the unmodified copy must pass every selected test first (none skipped):", *bad, sep="\n  ")
             return 1
-        rows = []                              # (fault, result, seconds, [(selection, tally)])
-        for f in faults:
-            original = plant(copy, f)
+        free: queue.Queue[Path] = queue.Queue()
+        for copy in copies:
+            free.put(copy)
+
+        def one(f: Fault):
+            copy = free.get()                   # a copy no other fault is planted in right now
             try:
-                if not f.tests:
-                    rows.append((f.name, "GPU only", "", [("tests/gpu/bench_matmul.py", "(not run here)")]))
-                    continue
-                rc, outcomes, secs = pytest(copy, f.tests, copy / f"{f.name}.log")
-                if rc not in (0, 1) or outcomes.get(WHERE + "::test_modules_come_from_the_copy") != "PASSED":
-                    print((copy / f"{f.name}.log").read_text()[-3000:])    # 2-5: interrupted, usage or
-                    sys.exit(f"fault {f.name}: pytest exited {rc}: no verdict")  # collection error
-                verdict = "CAUGHT" if any(o in ("FAILED", "ERROR") for o in outcomes.values()) else "MISSED"
-                rows.append((f.name, verdict, f"{secs:.0f}", [(short(s), tally(s, outcomes)) for s in f.tests]))
-                print(f"  {f.name}: {verdict} ({secs:.0f} s)", flush=True)
+                return run_fault(copy, f)
             finally:
-                (copy / f.file).write_text(original)
+                free.put(copy)
+
+        pool = ThreadPoolExecutor(len(copies))
+        try:
+            rows = list(pool.map(one, faults))  # (fault, result, seconds, [(selection, tally)]), in order
+        finally:
+            pool.shutdown(cancel_futures=True)  # after a fault with no verdict, run no more
         w = [max(len(r[i]) for r in rows + [("fault", "result", "s", [])]) for i in range(3)]
         print("\n" + "  ".join(h.ljust(n) for h, n in zip(("fault", "result", "s"), w)) + "  tests run")
         for name, verdict, secs, sels in rows:
@@ -833,10 +858,11 @@ def main() -> int:
               f"missed: {', '.join(missed) or 'none'}; {time.monotonic() - start:.0f} s")
         return 1 if missed else 0
     finally:
-        if args.keep:
-            print(f"kept: {copy}")
-        else:
-            shutil.rmtree(copy, ignore_errors=True)
+        for copy in copies:
+            if args.keep:
+                print(f"kept: {copy}")
+            else:
+                shutil.rmtree(copy, ignore_errors=True)
 
 
 if __name__ == "__main__":
