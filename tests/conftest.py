@@ -88,3 +88,14 @@ def counting(tmp_path_factory):
         return made[arch]
 
     return make
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test has its own node id: pytest-xdist (make test) schedules by id and runs one item of each,
+    so a second item under the same id would be dropped without a word."""
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    twice = sorted(n for n, c in seen.items() if c > 1)
+    if twice:
+        raise pytest.UsageError("tests collected under the same node id: " + ", ".join(twice))
