@@ -8,7 +8,7 @@ from collections import Counter
 
 from engine.config import model_config
 from engine.gguf_file import read_gguf
-from engine.model_files import resolve_model
+from engine.model_files import resolve_model, trained_mtp
 from engine.messages import format_quant_mix
 from engine.model_info import layer_bytes, quant_mix, unsupported_tensor
 
@@ -23,9 +23,11 @@ def describe(path) -> dict:
     cfg = model_config(gf)
     per_layer = layer_bytes(gf, cfg.n_layers + cfg.n_mtp)
     weights, bits = quant_mix(gf)
+    side, mtp_note = (None, "") if cfg.n_mtp else trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
     return {
         "file": str(gf.path), "size_bytes": gf.path.stat().st_size, "gguf_version": gf.version,
         "name": cfg.name, "architecture": cfg.arch, "layers": cfg.n_layers, "mtp_layers": cfg.n_mtp,
+        "mtp_file": str(side.path) if side else "", "mtp_note": mtp_note,
         "embedding": cfg.n_embd, "heads": cfg.n_heads, "kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
         "ffn": cfg.n_ff, "experts": cfg.n_expert, "experts_used": cfg.n_expert_used,
         "shared_experts": cfg.n_shared_expert, "expert_gating": cfg.gating if cfg.is_moe else "",
@@ -57,7 +59,13 @@ def run(args: argparse.Namespace) -> int:
           + (f", sliding window {d['sliding_window']}" if d["sliding_window"] else ""))
     print(f"  tokenizer      {d['tokenizer']} (pre {d['tokenizer_pre'] or '-'}), chat template: "
           f"{'yes' if d['chat_template'] else 'no (plain fallback)'}")
-    print(f"  MTP layers     {d['mtp_layers'] or 'none'}")
+    if d["mtp_layers"]:
+        mtp = str(d["mtp_layers"])
+    elif d["mtp_file"]:
+        mtp = f"none in the file; drafts load the one trained for it: {d['mtp_file']}"
+    else:
+        mtp = "none" + (f" ({d['mtp_note']})" if d["mtp_note"] else "")
+    print(f"  MTP layers     {mtp}")
     print("  quant types    " + ", ".join(f"{k} x{v}" for k, v in d["quant_types"].items()))
     print("  type mix       " + format_quant_mix(d["quant_weights"], d["bits_per_weight"]))
     if d["unsupported"]:

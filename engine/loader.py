@@ -22,7 +22,7 @@ from engine.errors import ConfigError, ModelFileError, OutOfMemoryError
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.kernels import packed
 from engine.messages import EffectiveConfig, EngineConfig, ModelInfo, StageInfo
-from engine.model_files import MTP_BASE_BYTES, mtp_sidecar, resolve_model
+from engine.model_files import resolve_model, trained_mtp
 from engine.pipeline import Pipeline, TileSizes
 from engine.quant import UnsupportedQuantError, check_supported
 from engine.stage import Stage
@@ -285,18 +285,13 @@ def _capture_tiles(stages: list[Stage], pipeline: Pipeline) -> None:
 
 
 def _attach_mtp(gf: GGUFFile, cfg: ModelConfig, notes: list[str]) -> bool:
-    """Give a model without an MTP layer the one trained for it (engine.model_files.mtp_sidecar), if
+    """Give a model without an MTP layer the one trained for it (engine.model_files.trained_mtp), if
     there is one and it was trained for exactly this file (gf.sidecar then names it); else a note why not."""
-    side_path = mtp_sidecar(Path(gf.path))
-    if side_path is None:
+    side, why = trained_mtp(Path(gf.path), cfg.arch, cfg.n_embd, cfg.n_layers)
+    if side is None:
+        notes.extend([why] if why else [])
         return False
-    side, a = read_gguf(side_path), cfg.arch
-    made_for = (side.get("general.architecture"), side.get(f"{a}.embedding_length"), side.get(f"{a}.block_count"),
-                side.get(MTP_BASE_BYTES))
-    if made_for != (a, cfg.n_embd, cfg.n_layers + 1, Path(gf.path).stat().st_size):
-        notes.append(f"{side_path.name} not used: it was trained for another model")
-        return False
-    gf.attach(side, (f"{a}.block_count", f"{a}.nextn_predict_layers"))
+    gf.attach(side, (f"{cfg.arch}.block_count", f"{cfg.arch}.nextn_predict_layers"))
     return True
 
 

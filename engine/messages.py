@@ -6,6 +6,8 @@ Counters in Telemetry are monotonic totals: a dropped message loses nothing.
 """
 from __future__ import annotations
 
+import os
+
 import msgspec
 
 PROTOCOL_VERSION = 1
@@ -78,11 +80,21 @@ class ModelInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
     file_bytes: int = 0
     layer_bytes: list[int] = []
     mtp_layers: int = 0
+    mtp_file: str = ""                     # a file without one: the MTP layer trained for it (drafts load it)
+    mtp_note: str = ""                     # ... or why the one beside it is not used
     has_chat_template: bool = False
     tokenizer: str = ""
     quant_weights: dict[str, int] = {}     # type name -> weight values stored in it, most first
     bits_per_weight: float = 0.0           # tensor bytes * 8 / values, over every tensor
     unsupported: str = ""                  # one line naming a tensor whose type the engine cannot decode
+
+    def mtp_text(self) -> str:
+        """What drafts would run on: the file's MTP layers, or a trained one beside it / shipped, or none."""
+        if self.mtp_file:
+            return f"1 trained for this file, in {os.path.basename(self.mtp_file)}"
+        if self.mtp_layers:
+            return f"{self.mtp_layers} in the file"
+        return self.mtp_note or "none (MTP drafts unavailable; lookup drafts still work)"
 
     def quant_mix(self) -> str:
         """e.g. 'IQ3_S 78% · Q6_K 17% · Q4_K 5.1% · F32 0.027%, 3.62 bits/weight' ('' if unknown)."""

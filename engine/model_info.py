@@ -9,7 +9,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from engine.config import ModelConfig, model_config
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import ModelInfo
-from engine.model_files import resolve_model
+from engine.model_files import resolve_model, trained_mtp
 
 
 # int4 parts per matrix in the CPU fast mode (engine.cpu_int4; named here without importing torch)
@@ -132,13 +132,15 @@ def unsupported_tensor(gf: GGUFFile) -> str:
 def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
     cfg = cfg or model_config(gf)
     weights, bits = quant_mix(gf)
+    side, mtp_note = (None, "") if cfg.n_mtp else trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
+    side_path = gf.sidecar or (side.path if side else None)      # attached by a load, or found beside it
     return ModelInfo(
         path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
         n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
         context_length=cfg.context_length,
         quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
         file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
-        mtp_layers=cfg.n_mtp, has_chat_template=bool(gf.get("tokenizer.chat_template")),
+        mtp_layers=cfg.n_mtp, mtp_file=str(side_path or ""), mtp_note=mtp_note, has_chat_template=bool(gf.get("tokenizer.chat_template")),
         tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
         unsupported=unsupported_tensor(gf))
 

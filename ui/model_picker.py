@@ -142,7 +142,7 @@ class ModelPicker(QGroupBox):
             "width": f"{info.n_embd} · {info.n_heads} heads / {info.n_kv_heads} KV heads",
             "vocab": f"{info.vocab_size:,}", "context": f"{info.context_length:,} tokens", "quant": quant or "—",
             "size": fmt_bytes(info.file_bytes) if info.file_bytes else "—",
-            "mtp": str(info.mtp_layers) if info.mtp_layers else "none (MTP drafts unavailable)",
+            "mtp": info.mtp_text(),
             "template": "yes" if info.has_chat_template else "no (base model: raw prompt)",
             "source": source or "read from the file header",
         }

@@ -231,10 +231,14 @@ class SettingsPanel(QWidget):
         info = self.model_picker.infos.get(self.model_picker.model())
         if info is None:
             self.mtp_note.setText("")
+        elif info.mtp_file:
+            self.mtp_note.setText(f"MTP drafts load the layer trained for this model "
+                                  f"({os.path.basename(info.mtp_file)}).")
         elif info.mtp_layers:
             self.mtp_note.setText(f"This model has {info.mtp_layers} MTP layer(s).")
         else:
-            self.mtp_note.setText("This model has no MTP layer: MTP drafts fall back to none (lookup still works).")
+            why = f" ({info.mtp_note})" if info.mtp_note else ""
+            self.mtp_note.setText(f"This model has no MTP layer{why}: MTP drafts fall back to none (lookup still works).")
 
     def _layout_changed(self, *_):
         self.split.set_kv_params(self.ctx.value(), self.parallel.value(), self.dtype.currentText())

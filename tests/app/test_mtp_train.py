@@ -14,6 +14,7 @@ from engine.gguf_file import read_gguf
 from engine.layers import rms_norm
 from engine.loader import load_model
 from engine.messages import EngineConfig
+from engine.model_info import probe_model
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +106,7 @@ def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
     m = load_model(EngineConfig(model=str(src), ctx=128, draft="mtp", spec=3))
     try:
         assert m.drafter is not None and m.info.mtp_layers == 1
-        assert m.effective.mtp_file == str(side)
+        assert m.effective.mtp_file == str(side) and m.info.mtp_text() == "1 trained for this file, in m.mtp.gguf"
     finally:
         m.pipeline.close()
     for off in (dict(draft="lookup", spec=3), dict(draft="mtp", spec=1)):      # no MTP drafts: no layer to run
@@ -121,6 +122,19 @@ def test_a_sidecar_layer_is_read_beside_its_model(tmp_path, capsys):
     m = load_model(EngineConfig(model=str(other), ctx=128, draft="mtp", spec=3))
     try:
         assert m.drafter is None and any("not used" in n for n in m.effective.fallbacks)
+    finally:
+        m.pipeline.close()
+    # what the settings panel and `strata inspect` read from the headers, before any load
+    mine, theirs = probe_model(str(src)), probe_model(str(other))
+    assert (mine.mtp_layers, mine.mtp_file, mine.mtp_note) == (0, str(side), "")
+    assert mine.mtp_text() == "1 trained for this file, in m.mtp.gguf"
+    assert theirs.mtp_file == "" and theirs.mtp_note == "o.mtp.gguf not used: it was trained for another model"
+    assert main(["inspect", str(other)]) == 0 and "MTP layers     none (o.mtp.gguf not used" in capsys.readouterr().out
+    (tmp_path / "o.mtp.gguf").write_bytes(side.read_bytes()[:5000])      # a truncated sidecar: the model loads
+    assert "o.mtp.gguf not used: " in probe_model(str(other)).mtp_note
+    m = load_model(EngineConfig(model=str(other), ctx=128, draft="mtp", spec=3))
+    try:
+        assert m.drafter is None and any("o.mtp.gguf not used" in n for n in m.effective.fallbacks)
     finally:
         m.pipeline.close()
 

@@ -40,3 +40,21 @@ def test_probe_reads_the_mix_from_a_mixed_file(qtbot, tmp_path):
     text = p.values["quant"].text()
     assert text.startswith("IQ3_S 50% · Q6_K 48% · ") and "IQ1_M" in text and "IQ4_NL" in text, text
     assert "cannot load" not in text
+
+
+def test_picker_names_the_mtp_layer_shipped_for_the_bundled_model(qtbot):
+    """The bundled default has no MTP layer in its file; drafts load the one trained for it and shipped
+    with the app (engine/mtp), so the picker says that rather than "none"; a model whose own file has
+    one says so, and one with neither says drafts are unavailable."""
+    from engine.model_info import probe_model
+    from ui.model_picker import ModelPicker
+
+    p = ModelPicker(probe=probe_model)
+    qtbot.addWidget(p)
+    assert p.model() == "default"
+    qtbot.waitUntil(lambda: "bits/weight" in p.values["quant"].text(), timeout=20_000)
+    assert p.values["mtp"].text() == "1 trained for this file, in SmolLM2-135M-Instruct.Q4_1.mtp.gguf"
+    p.set_info("default", ModelInfo(**BASE, mtp_layers=1))
+    assert p.values["mtp"].text() == "1 in the file"
+    p.set_info("default", ModelInfo(**BASE))
+    assert p.values["mtp"].text() == "none (MTP drafts unavailable; lookup drafts still work)"
