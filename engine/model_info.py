@@ -140,7 +140,8 @@ def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
         context_length=cfg.context_length,
         quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
         file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
-        mtp_layers=cfg.n_mtp, mtp_file=str(side_path or ""), mtp_note=mtp_note, has_chat_template=bool(gf.get("tokenizer.chat_template")),
+        mtp_layers=cfg.n_mtp, mtp_file=str(side_path or ""), mtp_note=mtp_note,
+        has_chat_template=bool(gf.get("tokenizer.chat_template")),
         tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
         unsupported=unsupported_tensor(gf))
 

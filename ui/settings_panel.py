@@ -238,7 +238,8 @@ class SettingsPanel(QWidget):
             self.mtp_note.setText(f"This model has {info.mtp_layers} MTP layer(s).")
         else:
             why = f" ({info.mtp_note})" if info.mtp_note else ""
-            self.mtp_note.setText(f"This model has no MTP layer{why}: MTP drafts fall back to none (lookup still works).")
+            self.mtp_note.setText(f"This model has no MTP layer{why}: MTP drafts fall back to none "
+                                  "(lookup still works).")
 
     def _layout_changed(self, *_):
         self.split.set_kv_params(self.ctx.value(), self.parallel.value(), self.dtype.currentText())
