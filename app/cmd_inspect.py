@@ -8,9 +8,9 @@ from collections import Counter
 
 from engine.config import model_config
 from engine.gguf_file import read_gguf
-from engine.model_files import resolve_model, trained_mtp
+from engine.model_files import resolve_model
 from engine.messages import format_quant_mix
-from engine.model_info import layer_bytes, quant_mix, unsupported_tensor
+from engine.model_info import layer_bytes, mtp_source, quant_mix, unsupported_tensor
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,11 +23,11 @@ def describe(path) -> dict:
     cfg = model_config(gf)
     per_layer = layer_bytes(gf, cfg.n_layers + cfg.n_mtp)
     weights, bits = quant_mix(gf)
-    side, mtp_note = (None, "") if cfg.n_mtp else trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
+    mtp_file, mtp_note = mtp_source(gf, cfg)
     return {
         "file": str(gf.path), "size_bytes": gf.path.stat().st_size, "gguf_version": gf.version,
         "name": cfg.name, "architecture": cfg.arch, "layers": cfg.n_layers, "mtp_layers": cfg.n_mtp,
-        "mtp_file": str(side.path) if side else "", "mtp_note": mtp_note,
+        "mtp_file": mtp_file, "mtp_note": mtp_note,
         "embedding": cfg.n_embd, "heads": cfg.n_heads, "kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
         "ffn": cfg.n_ff, "experts": cfg.n_expert, "experts_used": cfg.n_expert_used,
         "shared_experts": cfg.n_shared_expert, "expert_gating": cfg.gating if cfg.is_moe else "",

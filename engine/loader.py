@@ -287,7 +287,7 @@ def _capture_tiles(stages: list[Stage], pipeline: Pipeline) -> None:
 def _attach_mtp(gf: GGUFFile, cfg: ModelConfig, notes: list[str]) -> bool:
     """Give a model without an MTP layer the one trained for it (engine.model_files.trained_mtp), if
     there is one and it was trained for exactly this file (gf.sidecar then names it); else a note why not."""
-    side, why = trained_mtp(Path(gf.path), cfg.arch, cfg.n_embd, cfg.n_layers)
+    side, why = trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
     if side is None:
         notes.extend([why] if why else [])
         return False

@@ -9,6 +9,7 @@ from pathlib import Path
 import platformdirs
 
 from engine.errors import ModelFileError
+from engine.gguf_file import read_gguf
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MTP_SUFFIX = ".mtp.gguf"        # an MTP layer trained for a model (strata mtp-train --sidecar), beside it
@@ -30,8 +31,6 @@ def trained_mtp(model: Path, arch: str, n_embd: int, n_layers: int):
     """(the MTP layer file trained for exactly this model file, opened: a GGUFFile, '') or (None, why not:
     '' where there is none, else a note). The sidecar's architecture, width, block count and recorded
     base-file size must be this file's."""
-    from engine.gguf_file import read_gguf
-
     side_path = mtp_sidecar(model)
     if side_path is None:
         return None, ""

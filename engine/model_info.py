@@ -129,18 +129,26 @@ def unsupported_tensor(gf: GGUFFile) -> str:
     return f"tensor {bad[0].name!r} is {bad[0].qtype.name}, a type this engine cannot decode{more}"
 
 
+def mtp_source(gf: GGUFFile, cfg: ModelConfig) -> tuple[str, str]:
+    """(the MTP layer file trained for this model: attached by a load or found beside it, or '';
+    why the one beside it is not used, or '')."""
+    if gf.sidecar or cfg.n_mtp:
+        return str(gf.sidecar or ""), ""
+    side, note = trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
+    return str(side.path) if side else "", note
+
+
 def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
     cfg = cfg or model_config(gf)
     weights, bits = quant_mix(gf)
-    side, mtp_note = (None, "") if cfg.n_mtp else trained_mtp(gf.path, cfg.arch, cfg.n_embd, cfg.n_layers)
-    side_path = gf.sidecar or (side.path if side else None)      # attached by a load, or found beside it
+    mtp_file, mtp_note = mtp_source(gf, cfg)
     return ModelInfo(
         path=str(gf.path), name=cfg.name, arch=cfg.arch, n_layers=cfg.n_layers, n_embd=cfg.n_embd,
         n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, vocab_size=cfg.vocab_size,
         context_length=cfg.context_length,
         quant_types=dict(Counter(t.qtype.name for t in gf.tensors.values())),
         file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
-        mtp_layers=cfg.n_mtp, mtp_file=str(side_path or ""), mtp_note=mtp_note,
+        mtp_layers=cfg.n_mtp, mtp_file=mtp_file, mtp_note=mtp_note,
         has_chat_template=bool(gf.get("tokenizer.chat_template")),
         tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
         unsupported=unsupported_tensor(gf))
