@@ -11,6 +11,7 @@ from engine.gguf_file import read_gguf
 from engine.model_files import resolve_model
 from engine.messages import format_quant_mix
 from engine.model_info import layer_bytes, mtp_source, quant_mix, unsupported_tensor
+from engine.tool_format import tool_format
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,6 +36,7 @@ def describe(path) -> dict:
         "context_length": cfg.context_length, "rope_base": cfg.rope_base, "sliding_window": cfg.sliding_window,
         "tokenizer": gf.get("tokenizer.ggml.model", ""), "tokenizer_pre": gf.get("tokenizer.ggml.pre", ""),
         "chat_template": "tokenizer.chat_template" in gf.metadata,
+        "tool_format": tool_format(gf.get("tokenizer.chat_template")),
         "quant_types": dict(Counter(t.qtype.name for t in gf.tensors.values()).most_common()),
         "quant_weights": weights, "bits_per_weight": round(bits, 4), "unsupported": unsupported_tensor(gf),
         "tensors": len(gf.tensors), "layer_bytes": per_layer,
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  vocab          {d['vocab']}, context {d['context_length']}, rope base {d['rope_base']:g}"
           + (f", sliding window {d['sliding_window']}" if d["sliding_window"] else ""))
     print(f"  tokenizer      {d['tokenizer']} (pre {d['tokenizer_pre'] or '-'}), chat template: "
-          f"{'yes' if d['chat_template'] else 'no (plain fallback)'}")
+          f"{'yes' if d['chat_template'] else 'no (plain fallback)'}, function calls: {d['tool_format']}")
     if d["mtp_layers"]:
         mtp = str(d["mtp_layers"])
     elif d["mtp_file"]:

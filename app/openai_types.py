@@ -2,20 +2,22 @@
 
 The same pydantic models validate the requests (strict types: "0.5" is not a number) and make the
 OpenAPI schema, so /openapi.json says what the server really takes and returns. Unknown fields
-are ignored (agents send many); fields we cannot honour (n > 1, tools, logprobs) are refused by
-the server with a 400 that names them.
+are ignored (agents send many); fields we cannot honour (n > 1, logprobs, the old `functions`) are refused
+by the server with a 400 that names them.
 """
 from __future__ import annotations
 
 import random
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.messages import ChatMessage, SamplingParams
+from engine.messages import ChatMessage, SamplingParams, ToolCall
+from engine.tool_format import call_opening
 
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+MAX_TOOLS = 128               # functions per request (OpenAI's limit)
 
 
 class _Req(BaseModel):
@@ -33,11 +35,48 @@ class TextPart(_Req):
     text: str
 
 
+FunctionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
+
+
+class FunctionDef(_Req):
+    name: FunctionName
+    description: str | None = None
+    parameters: dict | None = Field(None, description="a JSON schema of the arguments object")
+    strict: bool | None = Field(None, description="accepted; the arguments are not constrained to the schema")
+
+
+class ToolDef(_Req):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class CalledFunction(_Req):
+    name: FunctionName
+    arguments: str = Field(..., description="JSON text")
+
+
+class ToolCallIn(_Req):
+    id: NonEmptyStr
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
+class NamedFunction(_Req):
+    name: FunctionName
+
+
+class NamedToolChoice(_Req):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatMessageIn(_Req):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = Field(
         None, description="A string, or a list of text parts (joined). Images are not supported.")
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = Field(None, description="assistant: the calls it made")
+    tool_call_id: str | None = Field(None, description="tool: the call this result answers")
 
 
 class StreamOptions(_Req):
@@ -74,8 +113,12 @@ class _Sampling(_Req):
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessageIn] = Field(..., min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1, description="alias of max_tokens")
-    tools: list[dict] | None = Field(None, description="not supported: must be absent or empty")
-    tool_choice: str | dict | None = None
+    tools: list[ToolDef] | None = Field(None, max_length=MAX_TOOLS, description="functions the model may call")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description="default: auto when tools are given; required / a named function start the reply "
+                          "with a call")
+    parallel_tool_calls: bool | None = Field(None, description="false: at most one call in a reply")
+    functions: list | None = Field(None, description="not supported (deprecated by OpenAI): use tools")
     response_format: dict | None = Field(None, description='only {"type": "text"}')
 
 
@@ -111,12 +154,32 @@ class StrataTimings(_Resp):
     slot: int
 
 
-FinishReason = Literal["stop", "length", "abort", "error"]
+FinishReason = Literal["stop", "length", "tool_calls", "abort", "error"]
+
+
+class CalledFunctionOut(_Resp):
+    name: str
+    arguments: str = Field(..., description="JSON text as the model wrote it: usually an object; check it")
+
+
+class ToolCallOut(_Resp):
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunctionOut
+
+
+class ToolCallDelta(_Resp):
+    """A streamed call, whole in one chunk."""
+    index: int
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunctionOut
 
 
 class ChatMessageOut(_Resp):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None = Field(..., description="null when the reply is only calls")
+    tool_calls: list[ToolCallOut] | None = None
 
 
 class ChatChoice(_Resp):
@@ -140,6 +203,7 @@ class ChatCompletion(_Resp):
 class ChatDelta(_Resp):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(_Resp):
@@ -270,15 +334,48 @@ def sampling_params(req: _Sampling, ctx: int) -> SamplingParams:
 
 
 def chat_messages(req: ChatCompletionRequest) -> list[ChatMessage]:
-    if req.tools:
-        raise Unsupported("tools", "tool calling is not supported by this server")
+    if req.functions:
+        raise Unsupported("functions", "the deprecated functions field is not supported: send tools")
     if req.response_format and req.response_format.get("type", "text") != "text":
         raise Unsupported("response_format", 'only {"type": "text"} is supported')
-    out = []
+    out, called = [], {}
     for m in req.messages:
         text = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content or [])
-        out.append(ChatMessage(role="system" if m.role == "developer" else m.role, content=text))
+        calls = [ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments) for c in m.tool_calls or []]
+        called.update((c.id, c.name) for c in calls)
+        name = m.name or called.get(m.tool_call_id or "", "") if m.role == "tool" else ""
+        out.append(ChatMessage(role="system" if m.role == "developer" else m.role, content=text,
+                               tool_calls=calls, tool_call_id=m.tool_call_id or "", name=name))
     return out
+
+
+class ToolPlan(NamedTuple):
+    """What a chat request asks of function calling: the engine's AddRequest fields and how to read the reply."""
+    fields: dict               # tools, assistant_prefix, enable_thinking (empty: no functions offered)
+    parse: bool                # read calls out of the reply
+    single: bool               # at most one call (parallel_tool_calls false)
+
+
+def tool_plan(req: ChatCompletionRequest, fmt: str) -> ToolPlan:
+    """Function calling for `req` on a model whose calls are written in `fmt` (engine.tool_format)."""
+    tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
+    names = [t["function"]["name"] for t in tools]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise Unsupported("tools", f"two functions are named {dup!r}")
+    choice = req.tool_choice or ("auto" if tools else "none")
+    if choice != "none" and not tools:
+        raise Unsupported("tool_choice", "a tool_choice other than none needs tools")
+    if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+        raise Unsupported("tool_choice", f"no function named {choice.function.name!r} is in tools")
+    if choice == "none":
+        return ToolPlan({}, False, False)
+    fields = {"tools": tools}
+    if choice != "auto":
+        fields["assistant_prefix"] = call_opening(fmt, choice.function.name if isinstance(choice, NamedToolChoice)
+                                                  else None)
+        fields["enable_thinking"] = False
+    return ToolPlan(fields, True, req.parallel_tool_calls is False)
 
 
 def completion_prompt(req: CompletionRequest) -> dict:

@@ -22,7 +22,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app import openai_types as T
 from app.metrics import HttpStats, add_monitoring_routes
 from app.server_errors import DEFAULT_MAX_BODY, ApiError, ClientGone, from_exception, install_error_handlers
-from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta
+from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta, ToolCall
+from engine.tool_parse import END as CALL_END, ToolCallParser
 
 DEFAULT_MAX_QUEUE = 64
 DEFAULT_HOST = "127.0.0.1"      # loopback: nothing listens beyond this machine unless asked
@@ -172,31 +173,64 @@ def _timings(d: RequestDone) -> dict:
     return {k: getattr(d, k) for k in T.StrataTimings.model_fields}
 
 
-async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool):
-    def chunk(text: str | None, finish: str | None = None, role: bool = False) -> str:
+def _call_json(call: ToolCall) -> dict:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _finish_reason(d: RequestDone, calls: int) -> str:
+    return "tool_calls" if calls and d.finish_reason == "stop" else d.finish_reason
+
+
+async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, parser: ToolCallParser | None):
+    calls = 0
+
+    def chunk(delta: dict | None, finish: str | None = None) -> str:
         if chat:
-            delta = {} if text is None else {"role": "assistant", "content": text} if role else {"content": text}
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            choice = {"index": 0, "delta": delta or {}, "finish_reason": finish, "logprobs": None}
         else:
-            choice = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
+            choice = {"index": 0, "text": (delta or {}).get("content", ""), "finish_reason": finish, "logprobs": None}
         return _data({**base, "choices": [choice]})
 
+    def chunks(events: list):
+        nonlocal calls
+        for e in events:
+            if isinstance(e, str):
+                yield chunk({"content": e})
+            else:
+                yield chunk({"tool_calls": [{"index": calls, **_call_json(e)}]})
+                calls += 1
+
     if chat:
-        yield chunk("", role=True)
+        yield chunk({"role": "assistant", "content": ""})
     ev = first
     try:
         while ev is not None:
             if isinstance(ev, TokenDelta) and ev.text:
-                yield chunk(ev.text)
+                for c in chunks(parser.feed(ev.text) if parser else [ev.text]):
+                    yield c
             ev = await run.next()
     except ApiError as e:
         yield _data(e.body())
         yield "data: [DONE]\n\n"
         return
-    yield chunk(None, run.done.finish_reason)
+    for c in chunks(parser.finish() if parser else []):
+        yield c
+    yield chunk(None, _finish_reason(run.done, calls))
     if include_usage:
         yield _data({**base, "choices": [], "usage": _usage(run.done), "strata": _timings(run.done)})
     yield "data: [DONE]\n\n"
+
+
+def _reply(text: str, parser: ToolCallParser | None) -> tuple[dict, int]:
+    """A chat reply's message (its text, and its calls when functions were offered) and how many calls."""
+    if parser is None:
+        return {"role": "assistant", "content": text}, 0
+    events = parser.feed(text) + parser.finish()
+    calls = [_call_json(e) for e in events if not isinstance(e, str)]
+    content = "".join(e for e in events if isinstance(e, str))
+    if not calls:
+        return {"role": "assistant", "content": content}, 0
+    return {"role": "assistant", "content": content.strip() or None, "tool_calls": calls}, len(calls)
 
 
 def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_QUEUE,
@@ -229,9 +263,19 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
 
     async def complete(request: Request, body, chat: bool):
         r = ready()
+        parser = None
         try:
             sampling = T.sampling_params(body, r.config.ctx)
-            fields = {"messages": T.chat_messages(body)} if chat else T.completion_prompt(body)
+            if chat:
+                fmt = r.model.tool_format
+                plan = T.tool_plan(body, fmt)
+                fields = {"messages": T.chat_messages(body), **plan.fields}
+                if plan.parse:
+                    parser = ToolCallParser(fmt, plan.fields["tools"], plan.fields.get("assistant_prefix", ""))
+                if plan.single and fmt != "llama3":     # the first call's end stops the reply
+                    sampling.stop.append(CALL_END)
+            else:
+                fields = T.completion_prompt(body)
         except T.Unsupported as e:
             raise ApiError(400, str(e), param=e.param) from None
         admit(r)
@@ -244,7 +288,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
             first = await _race(run.next(), request)
             if body.stream:
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
-                return _EngineStream(_sse(run, first, base, chat, include_usage), run)
+                return _EngineStream(_sse(run, first, base, chat, include_usage, parser), run)
             events = [first] + await _race(run.collect(), request)
         except BaseException:
             run.close()
@@ -252,10 +296,13 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         run.close()
         text = "".join(e.text for e in events if isinstance(e, TokenDelta))
         d = run.done
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
-                  else {"index": 0, "text": text})
+        if chat:
+            message, calls = _reply(text, parser)
+            choice = {"index": 0, "message": message}
+        else:
+            choice, calls = {"index": 0, "text": text}, 0
         obj = {**base, "object": "chat.completion" if chat else "text_completion",
-               "choices": [{**choice, "finish_reason": d.finish_reason, "logprobs": None}],
+               "choices": [{**choice, "finish_reason": _finish_reason(d, calls), "logprobs": None}],
                "usage": _usage(d), "strata": _timings(d)}
         return JSONResponse(obj)
 
@@ -278,7 +325,8 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         r = ready()
         c, m = r.config, r.model
         meta = {"arch": m.arch, "n_layers": m.n_layers, "ctx": c.ctx, "parallel": c.parallel,
-                "stages": len(c.stages), "dtype": c.dtype, "mtp_layers": c.mtp_layers, "file_bytes": m.file_bytes}
+                "stages": len(c.stages), "dtype": c.dtype, "mtp_layers": c.mtp_layers, "file_bytes": m.file_bytes,
+                "tool_format": m.tool_format}
         return {"object": "list", "data": [{"id": model_id(r), "object": "model", "created": int(time.time()),
                                             "owned_by": "strata", "meta": meta}]}
 

@@ -44,21 +44,26 @@ MAX_POWER_BITS = 1 << 16        # `a ** b` on integers in a template: a result o
 
 
 def render_chat(template: str | None, messages: list[dict], bos_token: str | None,
-                eos_token: str | None, add_generation_prompt: bool = True) -> str:
+                eos_token: str | None, add_generation_prompt: bool = True, tools: list[dict] | None = None,
+                enable_thinking: bool | None = None) -> str:
     """The prompt text for `messages` under `template` (None: PLAIN_CHAT_TEMPLATE).
+
+    `tools` (the functions the model may call, as OpenAI lists them) and `enable_thinking` are passed as
+    those variables when given, left undefined when None, as transformers does.
 
     The template comes from the model file, so it is untrusted: it runs sandboxed (no attribute access
     to Python internals, no mutation of the messages, bounded repetition, powers and output). Raises
     RequestError when the template rejects the conversation, cannot be compiled, breaks a sandbox rule
     or fails in any other way.
     """
+    extra = {k: v for k, v in (("tools", tools), ("enable_thinking", enable_thinking)) if v is not None}
     try:
         out, n = [], 0
         for piece in compile_template(template or PLAIN_CHAT_TEMPLATE).generate(
                 messages=[with_text_content(m) for m in messages],
                 add_generation_prompt=add_generation_prompt,
                 bos_token=bos_token or "",
-                eos_token=eos_token or ""):
+                eos_token=eos_token or "", **extra):
             n += len(piece)
             if n > MAX_OUTPUT_CHARS:
                 raise RequestError(f"chat template: the rendered prompt is over {MAX_OUTPUT_CHARS:,} characters")

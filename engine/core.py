@@ -15,8 +15,9 @@ from engine.messages import (PROTOCOL_VERSION, Abort, AddRequest, Configure, Dev
                              HelloReply, LoadModel, LoadProgress, MeasureWindows, Ping, Pong, Ready, RequestDone,
                              Shutdown, Telemetry, WindowCosts)
 from engine.sequence import Sequence
+from engine.tool_format import template_inputs
 
-CAPABILITIES = ["stages", "groups", "piped-mtp", "lookup-drafts", "prefix-reuse"]
+CAPABILITIES = ["stages", "groups", "piped-mtp", "lookup-drafts", "prefix-reuse", "tools"]
 
 
 def error_kind(e: BaseException) -> str:
@@ -129,7 +130,9 @@ class EngineCore:
         if msg.token_ids is not None:
             ids = list(msg.token_ids)
         elif msg.messages is not None:
-            ids = tok.apply_chat([{"role": m.role, "content": m.content} for m in msg.messages])
+            messages, tools = template_inputs(msg.messages, msg.tools, tok.tool_format)
+            ids = tok.apply_chat(messages, prefix=msg.assistant_prefix, tools=tools,
+                                 enable_thinking=msg.enable_thinking)
         else:
             ids = tok.encode(msg.prompt or "")
         ctx = self.model.effective.ctx

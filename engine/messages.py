@@ -83,6 +83,7 @@ class ModelInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
     mtp_file: str = ""                     # a file without one: the MTP layer trained for it (drafts load it)
     mtp_note: str = ""                     # ... or why the one beside it is not used
     has_chat_template: bool = False
+    tool_format: str = "generic"           # how its calls to functions are written (engine.tool_format)
     tokenizer: str = ""
     quant_weights: dict[str, int] = {}     # type name -> weight values stored in it, most first
     bits_per_weight: float = 0.0           # tensor bytes * 8 / values, over every tensor
@@ -136,9 +137,20 @@ class SamplingParams(msgspec.Struct, omit_defaults=True, kw_only=True):
     replay_accept: float = 1.0
 
 
+class ToolCall(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A function call the assistant made (OpenAI's tool_calls[i]): `arguments` is JSON text as the model wrote
+    it (usually an object; not guaranteed to parse)."""
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
 class ChatMessage(msgspec.Struct, omit_defaults=True, kw_only=True):
-    role: str
+    role: str                              # "system" | "user" | "assistant" | "tool"
     content: str
+    tool_calls: list[ToolCall] = []        # assistant: the calls it made
+    tool_call_id: str = ""                 # tool: the call this message answers
+    name: str = ""                         # tool: the function's name (some templates show it)
 
 
 # ---------------------------------------------------------------- client -> engine
@@ -160,6 +172,12 @@ class AddRequest(Msg):
     token_ids: list[int] | None = None
     sampling: SamplingParams = msgspec.field(default_factory=SamplingParams)
     return_logits: bool = False            # RequestDone.logits: the pick row of every emitted token
+    # chat only: functions the model may call (OpenAI `tools` entries, JSON schemas; engine.tool_format renders
+    # them), text the assistant's turn starts with (a forced call's opening), and the template's
+    # `enable_thinking` (None: leave it undefined)
+    tools: list[dict] = []
+    assistant_prefix: str = ""
+    enable_thinking: bool | None = None
 
 
 class Abort(Msg):

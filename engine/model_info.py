@@ -10,6 +10,7 @@ from engine.config import ModelConfig, model_config
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import ModelInfo
 from engine.model_files import resolve_model, trained_mtp
+from engine.tool_format import tool_format
 
 
 # int4 parts per matrix in the CPU fast mode (engine.cpu_int4; named here without importing torch)
@@ -150,6 +151,7 @@ def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
         file_bytes=gf.path.stat().st_size, layer_bytes=layer_bytes(gf, cfg.n_layers + cfg.n_mtp),
         mtp_layers=cfg.n_mtp, mtp_file=mtp_file, mtp_note=mtp_note,
         has_chat_template=bool(gf.get("tokenizer.chat_template")),
+        tool_format=tool_format(gf.get("tokenizer.chat_template")),
         tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
         unsupported=unsupported_tensor(gf))
 

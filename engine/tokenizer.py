@@ -19,6 +19,7 @@ from tokenizers import Tokenizer as Backend
 from engine.chat_template import render_chat
 from engine.gguf_file import GGUFFile
 from engine.tokenizer_build import CONTROL, load_backend, token_types
+from engine.tool_format import tool_format
 
 # Control tokens that end an assistant turn in common chat formats (llama.cpp's end-of-generation set).
 END_OF_TURN_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>",
@@ -38,6 +39,7 @@ class Tokenizer:
         self.eos_ids = end_of_generation_ids(gf, self.eos_id)
         self.add_bos = bool(gf.get("tokenizer.ggml.add_bos_token", gf.get("tokenizer.ggml.model") == "llama"))
         self.chat_template: str | None = gf.get("tokenizer.chat_template") or None
+        self.tool_format = tool_format(self.chat_template)
 
     @classmethod
     def from_gguf(cls, gf: GGUFFile, cache_dir: Path | None = None) -> "Tokenizer":
@@ -70,14 +72,17 @@ class Tokenizer:
     def decode(self, ids, skip_special: bool = False) -> str:
         return self._backend.decode(list(ids), skip_special_tokens=skip_special)
 
-    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        """The prompt text for `messages`: the file's chat template, else the plain fallback."""
+    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True, **variables) -> str:
+        """The prompt text for `messages`: the file's chat template, else the plain fallback (`variables`:
+        tools, enable_thinking)."""
         return render_chat(self.chat_template, messages, self.bos_token, self.eos_token,
-                           add_generation_prompt)
+                           add_generation_prompt, **variables)
 
-    def apply_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        """Render and encode a conversation; no second BOS when the template writes one."""
-        text = self.render_chat(messages, add_generation_prompt)
+    def apply_chat(self, messages: list[dict], add_generation_prompt: bool = True, prefix: str = "",
+                   **variables) -> list[int]:
+        """Render and encode a conversation, then `prefix` (text the assistant's turn starts with); no second
+        BOS when the template writes one."""
+        text = self.render_chat(messages, add_generation_prompt, **variables) + prefix
         writes_bos = self.bos_token is not None and text.startswith(self.bos_token)
         return self.encode(text, add_bos=False if writes_bos else None)
 

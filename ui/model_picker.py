@@ -143,7 +143,8 @@ class ModelPicker(QGroupBox):
             "vocab": f"{info.vocab_size:,}", "context": f"{info.context_length:,} tokens", "quant": quant or "—",
             "size": fmt_bytes(info.file_bytes) if info.file_bytes else "—",
             "mtp": info.mtp_text(),
-            "template": "yes" if info.has_chat_template else "no (base model: raw prompt)",
+            "template": ("yes" if info.has_chat_template else "no (base model: raw prompt)")
+                        + f" · function calls: {info.tool_format}",
             "source": source or "read from the file header",
         }
         for k, v in text.items():

@@ -54,7 +54,17 @@ def test_malformed_json(server):
     ({"messages": MSG, "stream": "yes"}, "stream", "valid boolean"),
     ({"messages": MSG, "n": 2}, "n", "less than or equal to 1"),
     ({"messages": MSG, "strata": {"spec": 0}}, "strata.spec", "greater than or equal to 1"),
-    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "not supported"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools", "two functions"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools.0.function.name",
+     "pattern"),
+    ({"messages": MSG, "tools": [{"type": "retrieval"}]}, "tools.0.type", "'function'"),
+    ({"messages": MSG, "tool_choice": "required"}, "tool_choice", "needs tools"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}}],
+      "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice", "no function named 'g'"),
+    ({"messages": MSG, "tool_choice": "sometimes"}, "tool_choice", "'none'"),
+    ({"messages": MSG, "functions": [{"name": "f"}]}, "functions", "send tools"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]},
+     "messages.0.tool_calls.0.function.arguments", "Field required"),
     ({"messages": MSG, "logprobs": True}, "logprobs", "not supported"),
 ])
 def test_bad_fields_are_400_naming_the_field(server, body, param, words):
