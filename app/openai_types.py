@@ -77,6 +77,7 @@ class ChatMessageIn(_Req):
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = Field(None, description="assistant: the calls it made")
     tool_call_id: str | None = Field(None, description="tool: the call this result answers")
+    reasoning_content: str | None = Field(None, description="assistant: its reasoning (templates that show it)")
 
 
 class StreamOptions(_Req):
@@ -119,6 +120,9 @@ class ChatCompletionRequest(_Sampling):
                           "with a call")
     parallel_tool_calls: bool | None = Field(None, description="false: at most one call in a reply")
     functions: list | None = Field(None, description="not supported (deprecated by OpenAI): use tools")
+    reasoning_format: Literal["auto", "none"] = Field(
+        "auto", description="auto: a thinking model's <think> text comes apart as reasoning_content; none: "
+                            "left in the content")
     response_format: dict | None = Field(None, description='only {"type": "text"}')
 
 
@@ -179,6 +183,7 @@ class ToolCallDelta(_Resp):
 class ChatMessageOut(_Resp):
     role: Literal["assistant"] = "assistant"
     content: str | None = Field(..., description="null when the reply is only calls")
+    reasoning_content: str | None = Field(None, description="a thinking model's reasoning, when it wrote some")
     tool_calls: list[ToolCallOut] | None = None
 
 
@@ -203,6 +208,7 @@ class ChatCompletion(_Resp):
 class ChatDelta(_Resp):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta] | None = None
 
 
@@ -345,7 +351,8 @@ def chat_messages(req: ChatCompletionRequest) -> list[ChatMessage]:
         called.update((c.id, c.name) for c in calls)
         name = m.name or called.get(m.tool_call_id or "", "") if m.role == "tool" else ""
         out.append(ChatMessage(role="system" if m.role == "developer" else m.role, content=text,
-                               tool_calls=calls, tool_call_id=m.tool_call_id or "", name=name))
+                               tool_calls=calls, tool_call_id=m.tool_call_id or "", name=name,
+                               reasoning=m.reasoning_content or "" if m.role == "assistant" else ""))
     return out
 
 
@@ -376,6 +383,15 @@ def tool_plan(req: ChatCompletionRequest, fmt: str) -> ToolPlan:
                                                   else None)
         fields["enable_thinking"] = False
     return ToolPlan(fields, True, req.parallel_tool_calls is False)
+
+
+def reasoning_start(req: ChatCompletionRequest, mode: str, plan: ToolPlan) -> bool | None:
+    """None: the reply's reasoning stays in its text (a model that writes none, or reasoning_format none);
+    else whether the reply starts inside it (engine.reasoning's "open" mode, unless a forced call turned the
+    thinking off)."""
+    if not mode or req.reasoning_format == "none":
+        return None
+    return mode == "open" and plan.fields.get("enable_thinking") is not False
 
 
 def completion_prompt(req: CompletionRequest) -> dict:

@@ -21,8 +21,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import openai_types as T
 from app.metrics import HttpStats, add_monitoring_routes
+from app.reply_reader import ReplyReader, call_json, message
 from app.server_errors import DEFAULT_MAX_BODY, ApiError, ClientGone, from_exception, install_error_handlers
-from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta, ToolCall
+from engine.messages import AddRequest, ErrorReply, RequestDone, TokenDelta
 from engine.tool_parse import END as CALL_END, ToolCallParser
 
 DEFAULT_MAX_QUEUE = 64
@@ -173,15 +174,11 @@ def _timings(d: RequestDone) -> dict:
     return {k: getattr(d, k) for k in T.StrataTimings.model_fields}
 
 
-def _call_json(call: ToolCall) -> dict:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
 def _finish_reason(d: RequestDone, calls: int) -> str:
     return "tool_calls" if calls and d.finish_reason == "stop" else d.finish_reason
 
 
-async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, parser: ToolCallParser | None):
+async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, reader: ReplyReader | None):
     calls = 0
 
     def chunk(delta: dict | None, finish: str | None = None) -> str:
@@ -191,14 +188,14 @@ async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, pa
             choice = {"index": 0, "text": (delta or {}).get("content", ""), "finish_reason": finish, "logprobs": None}
         return _data({**base, "choices": [choice]})
 
-    def chunks(events: list):
+    def chunks(parts: list):
         nonlocal calls
-        for e in events:
-            if isinstance(e, str):
-                yield chunk({"content": e})
-            else:
-                yield chunk({"tool_calls": [{"index": calls, **_call_json(e)}]})
+        for kind, p in parts:
+            if kind == "call":
+                yield chunk({"tool_calls": [{"index": calls, **call_json(p)}]})
                 calls += 1
+            else:
+                yield chunk({"reasoning_content" if kind == "reasoning" else "content": p})
 
     if chat:
         yield chunk({"role": "assistant", "content": ""})
@@ -206,31 +203,19 @@ async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, pa
     try:
         while ev is not None:
             if isinstance(ev, TokenDelta) and ev.text:
-                for c in chunks(parser.feed(ev.text) if parser else [ev.text]):
+                for c in chunks(reader.feed(ev.text) if reader else [("content", ev.text)]):
                     yield c
             ev = await run.next()
     except ApiError as e:
         yield _data(e.body())
         yield "data: [DONE]\n\n"
         return
-    for c in chunks(parser.finish() if parser else []):
+    for c in chunks(reader.finish() if reader else []):
         yield c
     yield chunk(None, _finish_reason(run.done, calls))
     if include_usage:
         yield _data({**base, "choices": [], "usage": _usage(run.done), "strata": _timings(run.done)})
     yield "data: [DONE]\n\n"
-
-
-def _reply(text: str, parser: ToolCallParser | None) -> tuple[dict, int]:
-    """A chat reply's message (its text, and its calls when functions were offered) and how many calls."""
-    if parser is None:
-        return {"role": "assistant", "content": text}, 0
-    events = parser.feed(text) + parser.finish()
-    calls = [_call_json(e) for e in events if not isinstance(e, str)]
-    content = "".join(e for e in events if isinstance(e, str))
-    if not calls:
-        return {"role": "assistant", "content": content}, 0
-    return {"role": "assistant", "content": content.strip() or None, "tool_calls": calls}, len(calls)
 
 
 def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_QUEUE,
@@ -263,17 +248,20 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
 
     async def complete(request: Request, body, chat: bool):
         r = ready()
-        parser = None
+        reader = None
         try:
             sampling = T.sampling_params(body, r.config.ctx)
             if chat:
                 fmt = r.model.tool_format
                 plan = T.tool_plan(body, fmt)
                 fields = {"messages": T.chat_messages(body), **plan.fields}
-                if plan.parse:
-                    parser = ToolCallParser(fmt, plan.fields["tools"], plan.fields.get("assistant_prefix", ""))
+                parser = ToolCallParser(fmt, plan.fields["tools"], plan.fields.get("assistant_prefix", "")) \
+                    if plan.parse else None
                 if plan.single and fmt != "llama3":     # the first call's end stops the reply
                     sampling.stop.append(CALL_END)
+                inside = T.reasoning_start(body, r.model.reasoning, plan)
+                if parser or inside is not None:
+                    reader = ReplyReader(inside, parser)
             else:
                 fields = T.completion_prompt(body)
         except T.Unsupported as e:
@@ -288,7 +276,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
             first = await _race(run.next(), request)
             if body.stream:
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
-                return _EngineStream(_sse(run, first, base, chat, include_usage, parser), run)
+                return _EngineStream(_sse(run, first, base, chat, include_usage, reader), run)
             events = [first] + await _race(run.collect(), request)
         except BaseException:
             run.close()
@@ -297,8 +285,9 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         text = "".join(e.text for e in events if isinstance(e, TokenDelta))
         d = run.done
         if chat:
-            message, calls = _reply(text, parser)
-            choice = {"index": 0, "message": message}
+            msg, calls = message(reader.feed(text) + reader.finish()) if reader else \
+                ({"role": "assistant", "content": text}, 0)
+            choice = {"index": 0, "message": msg}
         else:
             choice, calls = {"index": 0, "text": text}, 0
         obj = {**base, "object": "chat.completion" if chat else "text_completion",
@@ -326,7 +315,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         c, m = r.config, r.model
         meta = {"arch": m.arch, "n_layers": m.n_layers, "ctx": c.ctx, "parallel": c.parallel,
                 "stages": len(c.stages), "dtype": c.dtype, "mtp_layers": c.mtp_layers, "file_bytes": m.file_bytes,
-                "tool_format": m.tool_format}
+                "tool_format": m.tool_format, "reasoning": m.reasoning}
         return {"object": "list", "data": [{"id": model_id(r), "object": "model", "created": int(time.time()),
                                             "owned_by": "strata", "meta": meta}]}
 

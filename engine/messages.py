@@ -84,6 +84,7 @@ class ModelInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
     mtp_note: str = ""                     # ... or why the one beside it is not used
     has_chat_template: bool = False
     tool_format: str = "generic"           # how its calls to functions are written (engine.tool_format)
+    reasoning: str = ""                    # "" | "tagged" | "open": how it writes its thinking (engine.reasoning)
     tokenizer: str = ""
     quant_weights: dict[str, int] = {}     # type name -> weight values stored in it, most first
     bits_per_weight: float = 0.0           # tensor bytes * 8 / values, over every tensor
@@ -151,6 +152,7 @@ class ChatMessage(msgspec.Struct, omit_defaults=True, kw_only=True):
     tool_calls: list[ToolCall] = []        # assistant: the calls it made
     tool_call_id: str = ""                 # tool: the call this message answers
     name: str = ""                         # tool: the function's name (some templates show it)
+    reasoning: str = ""                    # assistant: its <think> text, given apart (templates that show it)
 
 
 # ---------------------------------------------------------------- client -> engine

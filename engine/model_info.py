@@ -10,6 +10,7 @@ from engine.config import ModelConfig, model_config
 from engine.gguf_file import GGUFFile, read_gguf
 from engine.messages import ModelInfo
 from engine.model_files import resolve_model, trained_mtp
+from engine.reasoning import reasoning_mode
 from engine.tool_format import tool_format
 
 
@@ -152,6 +153,7 @@ def model_info(gf: GGUFFile, cfg: ModelConfig | None = None) -> ModelInfo:
         mtp_layers=cfg.n_mtp, mtp_file=mtp_file, mtp_note=mtp_note,
         has_chat_template=bool(gf.get("tokenizer.chat_template")),
         tool_format=tool_format(gf.get("tokenizer.chat_template")),
+        reasoning=reasoning_mode(gf.get("tokenizer.chat_template")),
         tokenizer=str(gf.get("tokenizer.ggml.model", "")), quant_weights=weights, bits_per_weight=bits,
         unsupported=unsupported_tensor(gf))
 

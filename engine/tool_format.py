@@ -92,6 +92,8 @@ def native_message(m: ChatMessage) -> dict:
         d["tool_calls"] = [{"id": c.id, "type": "function",
                             "function": {"name": c.name, "arguments": arguments_value(c.arguments)}}
                            for c in m.tool_calls]
+    if m.reasoning:
+        d["reasoning_content"] = m.reasoning
     if m.tool_call_id:
         d["tool_call_id"] = m.tool_call_id
     if m.name:

@@ -128,3 +128,60 @@ def test_a_tool_message_names_its_function_from_the_call(oai):
     assert T.chat_messages(T.ChatCompletionRequest.model_validate({"messages": ANSWERED}))[-1].name == "get_weather"
     assert json.loads(T.chat_messages(T.ChatCompletionRequest.model_validate(
         {"messages": ANSWERED}))[1].tool_calls[0].arguments) == {"city": "Paris"}
+
+
+@pytest.fixture(scope="module")
+def thinking(tmp_path_factory):
+    """The bundled model with a template of the hermes format whose generation prompt opens the thinking
+    (Qwen 3.5's way): a worker, a server on it, and its tokenizer."""
+    from app.engine_client import connect_worker
+    from app.server import ServerThread
+    from engine.messages import EngineConfig
+    from tests.engine import gguf_mutate as gm
+    from tests.engine.tool_templates import THINKING_HERMES
+
+    src = default_model_path().read_bytes()
+    path = tmp_path_factory.mktemp("thinking") / "smollm2-thinking.gguf"
+    path.write_bytes(gm.replace_kv(src, gm.walk(src), "tokenizer.chat_template", gm.STRING, THINKING_HERMES))
+    client = connect_worker(EngineConfig(model=str(path), ctx=1024, parallel=1), timeout=120)
+    server = ServerThread(client, "127.0.0.1", 0)
+    server.start()
+    yield (openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120), server,
+           Tokenizer.from_gguf(read_gguf(path), cache_dir=path.parent))
+    server.stop()
+    client.close()
+
+
+def test_a_thinking_models_reasoning_comes_apart(thinking):
+    """The reply starts inside <think>: what comes before </think> is reasoning_content, the rest the content,
+    exactly the raw text (reasoning_format none) cut there; the same streamed."""
+    oai, server, _ = thinking
+    meta = httpx.get(server.url + "/v1/models").json()["data"][0]["meta"]
+    assert (meta["tool_format"], meta["reasoning"]) == ("hermes", "open")
+    kw = dict(model="m", messages=ASK, max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
+    raw = oai.chat.completions.create(**{**kw, "extra_body": {"ignore_eos": True, "reasoning_format": "none"}}) \
+        .choices[0].message
+    assert raw.content and getattr(raw, "reasoning_content", None) is None
+    think, sep, answer = raw.content.partition("</think>")
+    whole = oai.chat.completions.create(**kw).choices[0].message
+    assert (getattr(whole, "reasoning_content", None) or "") == think.strip()
+    assert whole.content == (answer.lstrip() if sep else "")
+    chunks = list(oai.chat.completions.create(**kw, stream=True))
+    for ch in chunks:
+        T.ChatCompletionChunk.model_validate(ch.model_dump(exclude_unset=True))
+    deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == think.strip()
+    assert "".join(d.content or "" for d in deltas) == whole.content
+
+
+def test_a_native_template_gets_the_functions_and_a_forced_call_skips_the_thinking(thinking):
+    oai, _, tok = thinking
+    user = [ChatMessage(role="user", content=ASK[0]["content"])]
+    r = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=WEATHER, max_tokens=40,
+                                    temperature=0)
+    msgs, tools = template_inputs(user, TOOLS, "hermes")
+    assert tools == TOOLS
+    ids = tok.apply_chat(msgs, prefix=call_opening("hermes", "get_weather"), tools=tools, enable_thinking=False)
+    assert r.usage.prompt_tokens == len(ids) and "</think>" in tok.decode(ids)[-80:]
+    m = r.choices[0].message
+    assert [name for name, _ in calls_of(m)] == ["get_weather"] and getattr(m, "reasoning_content", None) is None

@@ -15,6 +15,7 @@ from engine.chat_template import render_chat
 from engine.gguf_file import read_gguf
 from engine.messages import ChatMessage, ToolCall
 from engine.model_files import default_model_path
+from engine.reasoning import ReasoningSplitter, reasoning_mode
 from engine.tokenizer import Tokenizer
 from engine.tool_format import call_opening, generic_messages, template_inputs, tool_format
 from engine.tool_parse import ToolCallParser
@@ -194,3 +195,35 @@ def test_the_bundled_models_prompt_lists_the_functions_and_ends_with_a_forced_op
     assert smol.tool_format == "generic" and tools is None
     assert text.endswith("<|im_start|>assistant\n" + opening) and '"name": "search"' in text
     assert len(ids) > len(smol.apply_chat([{"role": m.role, "content": m.content} for m in ASK])) + 50
+
+
+def test_the_reasoning_mode_is_read_from_the_template(smol):
+    from tests.engine.tool_templates import THINKING_HERMES
+    assert reasoning_mode(THINKING_HERMES) == "open" and reasoning_mode(TEMPLATES["hermes"]) == "tagged"
+    assert reasoning_mode(smol.chat_template) == reasoning_mode(TEMPLATES["llama3"]) == reasoning_mode(None) == ""
+
+
+def split(inside: bool, text: str, step: int) -> tuple[str, str]:
+    s = ReasoningSplitter(inside)
+    parts = [p for i in range(0, len(text), step) for p in s.feed(text[i:i + step])] + s.finish()
+    return ("".join(t for k, t in parts if k == "reasoning"), "".join(t for k, t in parts if k == "content"))
+
+
+@pytest.mark.parametrize("inside, reply, want", [
+    (False, "<think>\nLet me see.\n</think>\n\nParis.", ("Let me see.", "Paris.")),
+    (True, "Let me see.\n</think>\n\nParis.", ("Let me see.", "Paris.")),
+    (False, "\n<think></think>\nParis.", ("", "Paris.")),
+    (False, "Paris, not <think>.", ("", "Paris, not <think>.")),       # only at the reply's start
+    (True, "cut off while thin", ("cut off while thin", "")),
+    (True, "a </thin b </think> c </think>", ("a </thin b", "c </think>")),
+])
+def test_reasoning_comes_apart_however_the_reply_streams(inside, reply, want):
+    assert {split(inside, reply, step) for step in (1, 2, 3, 7, 100)} == {want}
+
+
+@settings(max_examples=60, deadline=None)
+@given(pieces=st.lists(st.sampled_from(["<think>", "</think>", "<th", "ink>", "</", " ", "\n", "x", "yz"]),
+                       max_size=12), inside=st.booleans(), step=st.integers(1, 9))
+def test_reasoning_split_is_the_same_in_any_pieces(pieces, inside, step):
+    reply = "".join(pieces)
+    assert split(inside, reply, step) == split(inside, reply, len(reply) + 1)

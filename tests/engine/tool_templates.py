@@ -139,3 +139,17 @@ To call a function respond with JSON: {"name": function name, "parameters": dict
 {% endif %}"""
 
 TEMPLATES = {"hermes": HERMES, "qwen-xml": QWEN_XML, "glm": GLM, "llama3": LLAMA3}
+
+# HERMES whose generation prompt opens the thinking, as Qwen 3.5's does (engine.reasoning's "open" mode)
+THINKING_HERMES = HERMES.replace("""{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and not enable_thinking %}<think>
+
+</think>
+
+{% endif %}{% endif %}""", """{%- if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% if enable_thinking is defined and not enable_thinking %}
+</think>
+
+{% endif %}{% endif %}""")
+assert THINKING_HERMES != HERMES
