@@ -13,6 +13,7 @@ from typing import Annotated, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.messages import ChatMessage, SamplingParams, ToolCall
+from app.grammars import ANY_OBJECT, call_grammar, json_grammar
 from engine.tool_format import call_opening
 
 
@@ -123,7 +124,9 @@ class ChatCompletionRequest(_Sampling):
     reasoning_format: Literal["auto", "none"] = Field(
         "auto", description="auto: a thinking model's <think> text comes apart as reasoning_content; none: "
                             "left in the content")
-    response_format: dict | None = Field(None, description='only {"type": "text"}')
+    response_format: dict | None = Field(
+        None, description='{"type": "text"} (the default), {"type": "json_object"}, or {"type": "json_schema", '
+                          '"json_schema": {"name": ..., "schema": {...}}}: the reply is held to it token by token')
 
 
 class CompletionRequest(_Sampling):
@@ -342,8 +345,6 @@ def sampling_params(req: _Sampling, ctx: int) -> SamplingParams:
 def chat_messages(req: ChatCompletionRequest) -> list[ChatMessage]:
     if req.functions:
         raise Unsupported("functions", "the deprecated functions field is not supported: send tools")
-    if req.response_format and req.response_format.get("type", "text") != "text":
-        raise Unsupported("response_format", 'only {"type": "text"} is supported')
     out, called = [], {}
     for m in req.messages:
         text = m.content if isinstance(m.content, str) else "".join(p.text for p in m.content or [])
@@ -357,10 +358,29 @@ def chat_messages(req: ChatCompletionRequest) -> list[ChatMessage]:
 
 
 class ToolPlan(NamedTuple):
-    """What a chat request asks of function calling: the engine's AddRequest fields and how to read the reply."""
+    """What a chat request asks of function calling and of its output's form: the engine's AddRequest fields,
+    the grammar the reply is held to, and how to read the reply."""
     fields: dict               # tools, assistant_prefix, enable_thinking (empty: no functions offered)
     parse: bool                # read calls out of the reply
     single: bool               # at most one call (parallel_tool_calls false)
+    grammar: str = ""          # SamplingParams.grammar (app.grammars)
+
+
+def output_grammar(req: ChatCompletionRequest) -> str:
+    """The grammar response_format asks for ("" for text)."""
+    rf = req.response_format or {}
+    kind = rf.get("type", "text")
+    if kind == "text":
+        return ""
+    if kind == "json_object":
+        return json_grammar(ANY_OBJECT)
+    if kind != "json_schema":
+        raise Unsupported("response_format.type", "must be text, json_object or json_schema")
+    spec = rf.get("json_schema")
+    schema = spec.get("schema", ANY_OBJECT) if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise Unsupported("response_format.json_schema", 'must be an object whose "schema" is a JSON schema')
+    return json_grammar(schema)
 
 
 def tool_plan(req: ChatCompletionRequest, fmt: str) -> ToolPlan:
@@ -375,13 +395,17 @@ def tool_plan(req: ChatCompletionRequest, fmt: str) -> ToolPlan:
         raise Unsupported("tool_choice", "a tool_choice other than none needs tools")
     if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
         raise Unsupported("tool_choice", f"no function named {choice.function.name!r} is in tools")
-    if choice == "none":
-        return ToolPlan({}, False, False)
+    shape = output_grammar(req)
+    if choice == "none" or (shape and choice == "auto"):   # a reply held to JSON writes no call: none offered
+        return ToolPlan({"enable_thinking": False} if shape else {}, False, False, shape)
+    if shape:
+        raise Unsupported("response_format", "a JSON response_format cannot go with a tool_choice that forces a call")
     fields = {"tools": tools}
     if choice != "auto":
-        fields["assistant_prefix"] = call_opening(fmt, choice.function.name if isinstance(choice, NamedToolChoice)
-                                                  else None)
+        name = choice.function.name if isinstance(choice, NamedToolChoice) else None
+        fields["assistant_prefix"] = call_opening(fmt, name)
         fields["enable_thinking"] = False
+        return ToolPlan(fields, True, req.parallel_tool_calls is False, call_grammar(fmt, tools, name))
     return ToolPlan(fields, True, req.parallel_tool_calls is False)
 
 

@@ -259,6 +259,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
                     if plan.parse else None
                 if plan.single and fmt != "llama3":     # the first call's end stops the reply
                     sampling.stop.append(CALL_END)
+                sampling.grammar = plan.grammar
                 inside = T.reasoning_start(body, r.model.reasoning, plan)
                 if parser or inside is not None:
                     reader = ReplyReader(inside, parser)

@@ -14,6 +14,7 @@ from engine.errors import ConfigError, EngineError, ModelFileError, OutOfMemoryE
 from engine.messages import (PROTOCOL_VERSION, Abort, AddRequest, Configure, DeviceMemory, ErrorReply, Hello,
                              HelloReply, LoadModel, LoadProgress, MeasureWindows, Ping, Pong, Ready, RequestDone,
                              Shutdown, Telemetry, WindowCosts)
+from engine.grammar import constraint
 from engine.sequence import Sequence
 from engine.tool_format import template_inputs
 
@@ -148,6 +149,8 @@ class EngineCore:
         if bad:
             raise RequestError(f"token id {bad[0]} is outside the vocabulary (0..{self.model.cfg.vocab_size - 1})")
         seq = Sequence(msg.request_id, ids, sp, tok.eos_ids, tok.stream_decoder(), ctx, msg.return_logits)
+        if sp.grammar:
+            seq.constraint = constraint(tok, sp.grammar)
         self.scheduler.add(seq)
 
     def configure(self, msg: Configure) -> None:

@@ -129,6 +129,7 @@ class SamplingParams(msgspec.Struct, omit_defaults=True, kw_only=True):
     max_tokens: int = 256
     stop: list[str] = []
     ignore_eos: bool = False
+    grammar: str = ""                      # constrained output: llguidance Lark (engine.grammar; "" = free)
     # per-request draft overrides (None = engine setting)
     spec: int | None = None
     spec_min_p: float | None = None

@@ -37,9 +37,14 @@ def has_penalties(p: SamplingParams) -> bool:
     return p.repetition_penalty != 1.0 or p.presence_penalty != 0.0 or p.frequency_penalty != 0.0
 
 
+def host_picks(p: SamplingParams) -> bool:
+    """The host must make the picks: penalties need the history's counts, a grammar its matcher."""
+    return has_penalties(p) or bool(p.grammar)
+
+
 def argmax_pick(p: SamplingParams) -> bool:
-    """The pick is the logits' argmax (greedy, no penalties): it can be made where the logits are."""
-    return is_greedy(p) and not has_penalties(p)
+    """The pick is the logits' argmax (greedy, no penalties, no grammar): it can be made where the logits are."""
+    return is_greedy(p) and not host_picks(p)
 
 
 def apply_penalties(logits: torch.Tensor, p: SamplingParams, counts: Counter) -> torch.Tensor:
@@ -142,16 +147,23 @@ def _draw(vals: np.ndarray, idx: np.ndarray, p: SamplingParams, u: float, n_all:
 
 
 def pick_rows(logits: torch.Tensor, p: SamplingParams, history: list[int], positions: list[int],
-              proposals: list[int]) -> list[int]:
+              proposals: list[int], constraint=None) -> list[int]:
     """Picks at the rows of one slot's window. Row i sees the history plus proposals[:i], i.e. exactly
-    what it would have seen had the proposals before it been accepted one by one."""
+    what it would have seen had the proposals before it been accepted one by one. With a constraint
+    (engine.grammar) each row's logits are masked by the matcher, which takes each pick while it equals
+    the row's proposal and the first that does not; the rows after that (never kept) pick unmasked."""
     if argmax_pick(p):
         return torch.argmax(logits, dim=-1).tolist()      # where the logits are: one int per row travels
-    logits = logits.cpu()                                 # seeded sampling and penalties run on the host
+    logits = logits.cpu()                                 # seeded sampling, penalties and grammars: the host
     counts = Counter(history) if has_penalties(p) else None
-    out = []
+    out, following = [], constraint is not None
     for i, position in enumerate(positions):
         if i and counts is not None:
             counts[proposals[i - 1]] += 1
-        out.append(pick(logits[i], p, counts, position)[0])
+        row = constraint.mask(logits[i]) if following else logits[i]
+        t = pick(row, p, counts, position)[0]
+        if following:
+            constraint.consume(t)
+            following = i < len(proposals) and t == proposals[i]
+        out.append(t)
     return out

@@ -25,7 +25,7 @@ from engine.draft_guard import DraftGuard, guards
 from engine.drafts import GAP_MAX, DraftPlan
 from engine.graphs import rows_at
 from engine.pipeline import Pipeline, Rows
-from engine.sampling import argmax_pick, has_penalties
+from engine.sampling import argmax_pick, host_picks
 from engine.sequence import Sequence
 from engine.stats import EngineStats
 from engine.window import SlotRows, pick_params, samples_on, verdicts as window_verdicts
@@ -216,7 +216,7 @@ class Scheduler:
                 room = min(seq.room() - 1, self.ctx - len(seq.tokens) - 1)
                 props = self.plan.choose(s.proposals, seq.tokens, max(0, min(depth, room)), seq)
             sr = SlotRows(s.index, len(tokens), s.n_cached, len(base), decoding, props,
-                          list(seq.tokens) if decoding else [])
+                          list(seq.tokens) if decoding else [], seq.constraint if decoding else None)
             tokens += base + props
             slots += [s.index] * sr.n_rows
             poss += range(s.n_cached, s.n_cached + sr.n_rows)
@@ -291,7 +291,7 @@ class Scheduler:
         """One decode row whose pick the device makes: greedy, or sampled without penalties where the
         last stage samples (engine.window.samples_on)."""
         return sr.decoding and sr.n_rows == 1 and not sr.proposals and seq.logits is None and (
-            argmax_pick(seq.params) or (not has_penalties(seq.params) and samples_on(self.pipeline.stages[-1].device)))
+            argmax_pick(seq.params) or (not host_picks(seq.params) and samples_on(self.pipeline.stages[-1].device)))
 
     def _pick_params(self, parts: list[SlotRows], seqs: dict):
         """The sampler's params of a chaining window's pick rows, or None where every one is greedy."""

@@ -36,6 +36,7 @@ class Sequence:
         self.error = ""
         self._hold = max((len(s) for s in params.stop), default=0)
         self.logits: list[bytes] | None = [] if return_logits else None   # pick row of each emitted token
+        self.constraint = None                     # engine.grammar.Constraint of a request with a grammar
 
     def keep_logits(self, rows, n: int) -> None:
         """With return_logits: keep the float32 pick rows of the n tokens just emitted (exact bytes)."""

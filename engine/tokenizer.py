@@ -58,6 +58,10 @@ class Tokenizer:
     def has_chat_template(self) -> bool:
         return self.chat_template is not None
 
+    def backend_json(self) -> str:
+        """The HF tokenizers backend as its tokenizer.json text (engine.grammar reads the vocabulary from it)."""
+        return self._backend.to_str()
+
     def token_text(self, token_id: int) -> str:
         """The token's piece as the vocabulary spells it (e.g. 'Ġthe', '▁the', '<0x0A>')."""
         return self._tokens[token_id]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.sampling import argmax_pick, has_penalties, keyed_uniform, pick_rows
+from engine.sampling import argmax_pick, host_picks, keyed_uniform, pick_rows
 
 # sampled picks without penalties on the device where the logits are (engine.kernels.sample): "auto" on a
 # GPU, "0" never (the host picks, as on a CPU), "1" on every device (a CPU's under the Triton interpreter,
@@ -29,6 +29,7 @@ class SlotRows:
     decoding: bool             # the base rows end at the current token: picks wanted
     proposals: list[int] = field(default_factory=list)
     history: list[int] = field(default_factory=list)   # tokens before the window (for penalties)
+    constraint: object = None                           # the sequence's grammar matcher (engine.grammar)
 
     @property
     def n_rows(self) -> int:
@@ -136,7 +137,7 @@ def _device_picks(parts: list[SlotRows], params: list, plain: list[bool], logits
     rows, slots, at = [], [], 0
     for k, (sr, p, greedy) in enumerate(zip(parts, params, plain)):
         n = len(sr.pick_rows)
-        if not greedy and not has_penalties(p):
+        if not greedy and not host_picks(p):
             rows += [(at + i, p, q) for i, q in enumerate(sr.pick_positions)]
             slots.append((k, n))
         at += n
@@ -157,7 +158,7 @@ def verdict(sr: SlotRows, logits: torch.Tensor | None, params, picks: list[int] 
     if not sr.decoding:
         return SlotVerdict(sr.slot, [], 0, sr.n_base, rows)
     if picks is None:
-        picks = pick_rows(logits, params, sr.history, sr.pick_positions, sr.proposals)
+        picks = pick_rows(logits, params, sr.history, sr.pick_positions, sr.proposals, sr.constraint)
     kept = 1
     while kept <= len(sr.proposals) and sr.proposals[kept - 1] == picks[kept - 1]:
         kept += 1

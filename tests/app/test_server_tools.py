@@ -87,8 +87,81 @@ def test_a_named_tool_choice_calls_that_function_once(oai):
     T.ChatCompletion.model_validate(r.model_dump(exclude_unset=True))
     c = r.choices[0]
     assert [name for name, _ in calls_of(c.message)] == ["get_weather"] and c.message.content is None
-    assert c.finish_reason in ("tool_calls", "length") and c.message.tool_calls[0].id.startswith("call_")
-    assert c.message.tool_calls[0].type == "function" and isinstance(c.message.tool_calls[0].function.arguments, str)
+    assert c.finish_reason == "tool_calls" and c.message.tool_calls[0].id.startswith("call_")
+    args = json.loads(c.message.tool_calls[0].function.arguments)     # held to the function's schema (closed)
+    assert c.message.tool_calls[0].type == "function" and set(args) == {"city"} and isinstance(args["city"], str)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_required_calls_one_of_the_functions_with_its_arguments(oai, temperature):
+    r = oai.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=60,
+                                    temperature=temperature, seed=5)
+    c = r.choices[0]
+    (name, args), = calls_of(c.message)
+    props = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}[name]
+    assert c.finish_reason == "tool_calls" and set(json.loads(args)) <= set(props["properties"])
+    assert set(props.get("required", [])) <= set(json.loads(args))
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
+                                           "city": {"enum": ["Paris", "Rome", "Oslo"]}},
+          "required": ["name", "age", "city"], "additionalProperties": False}
+
+
+def test_a_json_schema_response_format_holds_the_reply_to_it(oai):
+    kw = dict(model="m", messages=[{"role": "user", "content": "Describe a person as JSON."}], max_tokens=120,
+              temperature=0, response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+    r = oai.chat.completions.create(**kw)
+    data = json.loads(r.choices[0].message.content)
+    assert r.choices[0].finish_reason == "stop" and set(data) == {"name", "age", "city"}
+    assert isinstance(data["name"], str) and type(data["age"]) is int and data["age"] >= 0 and data["city"] in (
+        "Paris", "Rome", "Oslo")
+    chunks = list(oai.chat.completions.create(**kw, stream=True))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == r.choices[0].message.content
+
+
+@pytest.fixture(scope="module")
+def drafting():
+    """A worker on the bundled model with its MTP drafts on (windows of 4), and a server on it."""
+    from app.engine_client import connect_worker
+    from app.server import ServerThread
+    from engine.messages import EngineConfig
+
+    client = connect_worker(EngineConfig(model="default", draft="mtp", spec=4, parallel=1, ctx=1024), timeout=120)
+    server = ServerThread(client, "127.0.0.1", 0)
+    server.start()
+    yield openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
+    server.stop()
+    client.close()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_drafts_do_not_change_a_constrained_reply(drafting, temperature):
+    """The bundled model's MTP drafts (4-token windows) against none: row i of a window is masked as if the
+    proposals before it had been accepted, so the reply is the same token for token."""
+    oai = drafting
+    kw = dict(model="m", messages=[{"role": "user", "content": "Describe a person as JSON."}], max_tokens=80,
+              temperature=temperature, seed=11,
+              response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+    one = oai.chat.completions.create(**kw, extra_body={"strata": {"spec": 1}})
+    four = oai.chat.completions.create(**kw, extra_body={"strata": {"spec": 4}})
+    assert four.choices[0].message.content == one.choices[0].message.content
+    assert four.usage.completion_tokens == one.usage.completion_tokens and four.strata["drafts_accepted"] > 0
+
+
+def test_bad_output_forms_are_400(server):
+    url = server.url + "/v1/chat/completions"
+    bad_schema = httpx.post(url, json={"messages": ASK, "max_tokens": 4, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objec"}}}}, timeout=60)
+    assert bad_schema.status_code == 400 and "grammar" in bad_schema.json()["error"]["message"]
+    assert "objec" in bad_schema.json()["error"]["message"]
+    for form, param in [({"type": "xml"}, "response_format.type"),
+                        ({"type": "json_schema", "json_schema": {"schema": 5}}, "response_format.json_schema")]:
+        r = httpx.post(url, json={"messages": ASK, "response_format": form}, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    r = httpx.post(url, json={"messages": ASK, "tools": TOOLS, "tool_choice": "required",
+                              "response_format": {"type": "json_object"}}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "response_format"
 
 
 @pytest.mark.parametrize("choice", ["auto", "required", WEATHER])

@@ -756,6 +756,17 @@ FAULTS = [
     Fault("reasoning-format-none-ignored", "app/openai_types.py",
           'if not mode or req.reasoning_format == "none":', "if not mode:",
           ["tests/app/test_server_tools.py::test_a_thinking_models_reasoning_comes_apart"]),
+    # constrained output: the matcher following a window's rows past the first refused proposal, a finished
+    # grammar letting the picks go free, greedy picks made where the logits are (no mask)
+    Fault("grammar-follows-refused-proposal", "engine/sampling.py",
+          "following = i < len(proposals) and t == proposals[i]", "following = i < len(proposals)",
+          ["tests/engine/test_grammar.py::test_a_windows_rows_are_picked_as_if_its_proposals_were_accepted_one_by_one"]),
+    Fault("grammar-free-when-complete", "engine/grammar.py",
+          "return self._ended or self._m.is_error()", "return self._m.is_stopped() or self._m.is_error()",
+          ["tests/engine/test_grammar.py::test_a_forced_call_grammar_ends_the_call_and_then_the_turn"]),
+    Fault("grammar-greedy-unmasked", "engine/sampling.py",
+          "return is_greedy(p) and not host_picks(p)", "return is_greedy(p) and not has_penalties(p)",
+          ["tests/app/test_server_tools.py::test_a_json_schema_response_format_holds_the_reply_to_it"]),
 ]
 
 # Written into the copy and run with every selection: the modules under test are the copy's.
