@@ -12,8 +12,8 @@ from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.messages import ChatMessage, SamplingParams, ToolCall
 from app.grammars import ANY_OBJECT, call_grammar, json_grammar
+from engine.messages import ChatMessage, SamplingParams, ToolCall
 from engine.tool_format import call_opening
 
 
@@ -43,7 +43,7 @@ class FunctionDef(_Req):
     name: FunctionName
     description: str | None = None
     parameters: dict | None = Field(None, description="a JSON schema of the arguments object")
-    strict: bool | None = Field(None, description="accepted; the arguments are not constrained to the schema")
+    strict: bool | None = Field(None, description="accepted; forced calls are held to the schema either way")
 
 
 class ToolDef(_Req):
@@ -175,12 +175,9 @@ class ToolCallOut(_Resp):
     function: CalledFunctionOut
 
 
-class ToolCallDelta(_Resp):
+class ToolCallDelta(ToolCallOut):
     """A streamed call, whole in one chunk."""
     index: int
-    id: str
-    type: Literal["function"] = "function"
-    function: CalledFunctionOut
 
 
 class ChatMessageOut(_Resp):

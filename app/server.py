@@ -218,6 +218,20 @@ async def _sse(run: _Run, first, base: dict, chat: bool, include_usage: bool, re
     yield "data: [DONE]\n\n"
 
 
+def _chat_fields(body: T.ChatCompletionRequest, model, sampling) -> tuple[dict, ReplyReader | None]:
+    """A chat request's AddRequest fields (functions offered, a forced call's opening; `sampling` gets the
+    grammar the reply is held to) and how its reply is read (None: as plain text)."""
+    fmt = model.tool_format
+    plan = T.tool_plan(body, fmt)
+    parser = ToolCallParser(fmt, plan.fields["tools"], plan.fields.get("assistant_prefix", "")) if plan.parse else None
+    if plan.single and fmt != "llama3":         # the first call's end stops the reply
+        sampling.stop.append(CALL_END)
+    sampling.grammar = plan.grammar
+    inside = T.reasoning_start(body, model.reasoning, plan)
+    reader = ReplyReader(inside, parser) if parser or inside is not None else None
+    return {"messages": T.chat_messages(body), **plan.fields}, reader
+
+
 def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_QUEUE,
                max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """The HTTP app over `client` (an EngineClient, loaded or loading). `api_key` guards all but /health;
@@ -252,17 +266,7 @@ def create_app(client, api_key: str | None = None, max_queue: int = DEFAULT_MAX_
         try:
             sampling = T.sampling_params(body, r.config.ctx)
             if chat:
-                fmt = r.model.tool_format
-                plan = T.tool_plan(body, fmt)
-                fields = {"messages": T.chat_messages(body), **plan.fields}
-                parser = ToolCallParser(fmt, plan.fields["tools"], plan.fields.get("assistant_prefix", "")) \
-                    if plan.parse else None
-                if plan.single and fmt != "llama3":     # the first call's end stops the reply
-                    sampling.stop.append(CALL_END)
-                sampling.grammar = plan.grammar
-                inside = T.reasoning_start(body, r.model.reasoning, plan)
-                if parser or inside is not None:
-                    reader = ReplyReader(inside, parser)
+                fields, reader = _chat_fields(body, r.model, sampling)
             else:
                 fields = T.completion_prompt(body)
         except T.Unsupported as e:

@@ -14,7 +14,7 @@ THINK, UNTHINK = "<think>", "</think>"
 
 
 def reasoning_mode(template: str | None) -> str:
-    if not template or UNTHINK not in template:
+    if not isinstance(template, str) or UNTHINK not in template:
         return ""
     try:
         prompt = render_chat(template, [{"role": "user", "content": "Hi"}], "", "", True)
@@ -39,9 +39,8 @@ class ReasoningSplitter:
         out = []
         if self._state == "start":
             head = self._buf.lstrip()
-            if THINK.startswith(head):
-                if head != THINK:
-                    return out
+            if THINK.startswith(head) and head != THINK:     # (nothing yet, or a start of <think>)
+                return out
             if head.startswith(THINK):
                 self._state, self._buf = "inside", head[len(THINK):]
             else:

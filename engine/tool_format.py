@@ -41,7 +41,7 @@ Each result comes back in a <tool_response></tool_response> block. When no funct
 
 def tool_format(template: str | None) -> str:
     """The format a model with this chat template writes its calls in (one of FORMATS)."""
-    t = template or ""
+    t = template if isinstance(template, str) else ""     # (a damaged file's metadata may hold another type)
     if "tools" not in t:
         return "generic"
     if "<arg_key>" in t and "<tool_call>" in t:

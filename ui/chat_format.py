@@ -33,8 +33,34 @@ def _md(dark: bool) -> markdown.Markdown:
 _MD = {False: _md(False), True: _md(True)}
 
 
-def render_markdown(text: str, code_bg: str = "#f0f2f5", streaming: bool = False, dark: bool = False) -> str:
-    """Qt rich text for a message. While streaming, an unclosed code fence is closed so it renders."""
+def split_thinking(text: str) -> tuple[str | None, str]:
+    """(the reasoning, the answer) of a thinking model's reply: what its opening <think> holds (all of it while
+    the </think> has not come), or what comes before a </think> where the prompt opened the thinking (Qwen
+    3.5); None and the text for a reply without one."""
+    head = text.lstrip()
+    if head.startswith("<think>"):
+        reasoning, sep, answer = head[len("<think>"):].partition("</think>")
+        return reasoning.strip(), answer.lstrip()
+    reasoning, sep, answer = text.partition("</think>")
+    if sep and "<think>" not in reasoning:
+        return reasoning.strip(), answer.lstrip()
+    return None, text
+
+
+def render_markdown(text: str, code_bg: str = "#f0f2f5", streaming: bool = False, dark: bool = False,
+                    muted: str = "#68717c") -> str:
+    """Qt rich text for a message: a thinking model's reasoning first, as a muted block ("Thinking…" until
+    it ends), then the answer as Markdown. While streaming, an unclosed code fence is closed so it renders."""
+    reasoning, text = split_thinking(text)
+    thinking = ""
+    if reasoning is not None:
+        label = "Thinking…" if streaming and not text else "Reasoning"
+        thinking = (f'<table width="100%" cellpadding="6" bgcolor="{code_bg}"><tr><td><span style="color:{muted}">'
+                    f"<i>{label}</i><br>{plain_html(reasoning)}</span></td></tr></table>")
+    return thinking + _answer_html(text, code_bg, streaming, dark)
+
+
+def _answer_html(text: str, code_bg: str, streaming: bool, dark: bool) -> str:
     if streaming and len(_FENCE.findall(text)) % 2 == 1:
         text += "\n```"
     md = _MD[dark]

@@ -106,7 +106,7 @@ class MessageWidget(QFrame):
         if not self.text and self.streaming:
             self.body.setText(f'<span style="color:{t.muted}">…</span>')
             return
-        self.body.setText(render_markdown(self.text, t.code_bg, streaming=self.streaming, dark=t.dark))
+        self.body.setText(render_markdown(self.text, t.code_bg, streaming=self.streaming, dark=t.dark, muted=t.muted))
 
     def set_text(self, text: str) -> None:
         self.text = text

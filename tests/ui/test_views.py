@@ -118,6 +118,17 @@ def test_split_editor_typing_and_bounds(qtbot):
     assert w0 > 0 and kv0 > 0
 
 
+def test_a_thinking_replys_reasoning_is_a_muted_block_before_the_answer():
+    html = render_markdown("<think>\nIs **this** it? a < b\n</think>\n\n**Paris**", muted="#123456")
+    block, answer = html.split("</table>", 1)
+    assert "Reasoning" in block and "#123456" in block and "**this** it? a &lt; b" in block   # text, not Markdown
+    assert answer == "<p><strong>Paris</strong></p>" and "think" not in html
+    assert "Thinking…" in render_markdown("<think>\nstill going", streaming=True)
+    opened = render_markdown("the prompt opened it\n</think>\nDone.")                      # Qwen 3.5's way
+    assert "Reasoning" in opened and opened.endswith("<p>Done.</p>")
+    assert "Reasoning" not in render_markdown("x <think> y </think> z")                      # not at the start
+
+
 def test_markdown_and_stats_line():
     html = render_markdown("**b** <think>\n\n```python\nx = 1 < 2\n```")
     assert "<strong>b</strong>" in html and "&lt;think&gt;" in html and "<table" in html
