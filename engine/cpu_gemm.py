@@ -157,7 +157,7 @@ def describe() -> str:
                 + "), int4 decode rows on " + ("the project's kernel" if ROWS_KERNEL else "torch's, STRATA_CPU_ROWS=0")
                 + ", a Q8_0 head and Q6_K decode rows on the file's blocks"
                 + (", dense blocks' decode tiles in one call" if cpu_layers.ENABLED else ""))
-    return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is {_why})"
+    return f"prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel: {_why})"
 
 
 def usable(n: int, tile: int) -> bool:

@@ -150,7 +150,7 @@ def test_off_switch_falls_back_to_torchs_kernel_and_says_so():
     assert out.returncode == 0, out.stderr
     first, mode = out.stdout.splitlines()
     assert first == "False False"
-    assert "prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel is off (STRATA_CPU_GEMM=0))" in mode
+    assert "prompt tiles on torch's int4 kernel (the AVX512-BF16 kernel: off (STRATA_CPU_GEMM=0))" in mode
 
 
 def _exact_rows_alone(matmul, data, qt, n: int, k: int, rows: int, seed: int):
