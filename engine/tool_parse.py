@@ -39,9 +39,9 @@ def string_params(tools: list[dict]) -> dict[str, set[str]]:
         f = t.get("function") if isinstance(t, dict) else None
         if not isinstance(f, dict) or not isinstance(f.get("name"), str):
             continue
-        props = (f.get("parameters") or {}).get("properties") if isinstance(f.get("parameters"), dict) else None
+        props = f["parameters"].get("properties") if isinstance(f.get("parameters"), dict) else None
         names = set()
-        for k, schema in (props or {}).items():
+        for k, schema in (props if isinstance(props, dict) else {}).items():
             ty = schema.get("type") if isinstance(schema, dict) else None
             types = [ty] if isinstance(ty, str) else [x for x in ty if x != "null"] if isinstance(ty, list) else []
             if types and all(x == "string" for x in types):
@@ -75,7 +75,11 @@ def json_call(body: str) -> ToolCall | None:
         return None
     text = body[args.end():].rstrip() if args else "{}"
     text = text[:-1].rstrip() if text.endswith("}") and args else text
-    return ToolCall(id=call_id(), name=json.loads(f'"{name.group(1)}"'), arguments=text or "{}")
+    try:
+        called = json.loads(f'"{name.group(1)}"')
+    except ValueError:                  # an escape JSON does not know: the name as written
+        called = name.group(1)
+    return ToolCall(id=call_id(), name=called, arguments=text or "{}")
 
 
 def pairs_call(name: str, pairs, strings: dict[str, set[str]]) -> ToolCall | None:

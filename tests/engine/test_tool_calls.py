@@ -116,6 +116,18 @@ def test_a_block_without_a_function_name_is_given_back_unchanged():
             assert summary(parse(fmt, reply, step)) == (reply, []), (fmt, step)
 
 
+def test_odd_schemas_and_odd_names_do_not_break_the_reading():
+    """A schema whose properties are not an object (the request's own), a name with an escape JSON does not
+    know (the model's): read as far as they go, never an exception."""
+    p = ToolCallParser("glm", [{"type": "function", "function": {"name": "f", "parameters": {"properties": 5}}},
+                               {"type": "function", "function": {"name": "g", "parameters": {"properties": {
+                                   "x": 3, "y": {"type": 7}}}}}])
+    events = p.feed("<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>") + p.finish()
+    assert [(e.name, json.loads(e.arguments)) for e in events] == [("f", {"a": 1})]
+    events = parse("hermes", '<tool_call>\n{"name": "a\\qb", "arguments": {}\n</tool_call>')
+    assert [e.name for e in events] == ["a\\qb"]
+
+
 def test_arguments_that_do_not_parse_are_kept_as_written():
     """A reply cut off inside its call (max_tokens) still names the call; the arguments are the model's text."""
     events = parse("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par')
