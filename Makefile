@@ -27,7 +27,7 @@ test: $(STAMP)
 
 # Plants known engine faults one at a time (JOBS at once, each in its own throw-away copy) and checks the tests fail
 faults: $(STAMP)
-	$(PY) tests/faults/plant.py --jobs $(JOBS)
+	$(PY) tests/faults/plant.py --jobs $(JOBS) $(if $(FAULT_MINUTES),--max-minutes $(FAULT_MINUTES))
 
 clean:
 	rm -rf $(VENV) build dist

@@ -846,6 +846,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", help="faults to plant (default: all)")
     ap.add_argument("--keep", action="store_true", help="keep the copies and the pytest logs")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="start no fault after this many minutes (0: no limit); those left are listed as not run")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="faults run at once, each in its own copy (default: 2, or 1 on one core)")
     args = ap.parse_args()
@@ -881,6 +883,9 @@ def main() -> int:
             free.put(copy)
 
         def one(f: Fault):
+            if args.max_minutes and time.monotonic() - start > args.max_minutes * 60:
+                return f.name, "NOT RUN", "", [(short(sel), f"past --max-minutes {args.max_minutes:g}")
+                                               for sel in f.tests[:1]]
             if f.name in unchecked:
                 return f.name, "UNCHECKED", "", [(short(sel), "skips here") for sel in f.tests]
             copy = free.get()                   # a copy no other fault is planted in right now
@@ -901,9 +906,11 @@ def main() -> int:
             for i, (sel, count) in enumerate(sels or [("", "")]):
                 print((lead if i == 0 else " " * len(lead)) + f"  {sel}  {count}".rstrip())
         missed = [r[0] for r in rows if r[1] == "MISSED"]
-        print(f"\n{len(rows) - len(missed) - len(unchecked)}/{len(rows)} faults caught or GPU-only; "
-              f"missed: {', '.join(missed) or 'none'}; unchecked on this machine (their tests skip here): "
-              f"{', '.join(sorted(unchecked)) or 'none'}; {time.monotonic() - start:.0f} s")
+        skipped = sorted(r[0] for r in rows if r[1] == "UNCHECKED")
+        ok = sum(r[1] in ("CAUGHT", "GPU only") for r in rows)
+        print(f"\n{ok}/{len(rows)} faults caught or GPU-only; missed: {', '.join(missed) or 'none'}; unchecked on "
+              f"this machine (their tests skip here): {', '.join(skipped) or 'none'}; not run (time limit): "
+              f"{sum(r[1] == 'NOT RUN' for r in rows)}; {time.monotonic() - start:.0f} s")
         return 1 if missed else 0
     finally:
         for copy in copies:
