@@ -70,12 +70,7 @@ def grammar_tokenizer(tok):
 
 def constraint(tok, grammar: str) -> Constraint:
     """The matcher of `grammar` over `tok`'s vocabulary; RequestError naming the problem if it is not one."""
-    ll = _llguidance()
-    lt = grammar_tokenizer(tok)
-    err = ll.LLMatcher.validate_grammar(grammar, lt)
-    if err:
-        raise RequestError(f"grammar: {err.strip()}")
-    m = ll.LLMatcher(lt, grammar)
+    m = _llguidance().LLMatcher(grammar_tokenizer(tok), grammar)      # (compiles it once; says what is wrong)
     if m.is_error():
-        raise RequestError(f"grammar: {m.get_error()}")
+        raise RequestError(f"grammar: {m.get_error().strip()}")
     return Constraint(m, tok.vocab_size)
